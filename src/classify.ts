@@ -1,0 +1,110 @@
+import type { Document } from 'mongodb'
+import type { WriteOutcome } from './errors.js'
+import {
+  INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, type WriteOp,
+} from './write-op.js'
+
+export interface Failure {
+  /** what the failure says about the writes of the batch */
+  outcome: WriteOutcome
+  /** worth trying again (network, server selection, primary change) */
+  transient: boolean
+  /** the underlying driver error */
+  error: unknown
+}
+
+interface MaybeMongoError {
+  name?: string
+  code?: unknown
+  errorResponse?: unknown
+  writeErrors?: unknown[]
+  hasErrorLabel?: (label: string) => boolean
+}
+
+// NotWritablePrimary, NotPrimaryNoSecondaryOk, NotPrimaryOrSecondary: refused before executing.
+const NOT_EXECUTED_CODES = new Set([10107, 13435, 13436])
+// Interrupted / shutting down / stepping down: may have applied part of the command.
+const TRANSIENT_CODES = new Set([6, 7, 89, 91, 189, 262, 9001, 11600, 11602, 63, 150, 134])
+
+/**
+ * A MongoBulkWriteError caused by a network failure has an empty `writeErrors` and wraps
+ * the real error in `errorResponse`; unwrap it before deciding anything.
+ */
+export function unwrap (err: unknown): unknown {
+  const e = err as MaybeMongoError
+  if (e?.name === 'MongoBulkWriteError' && e.errorResponse instanceof Error) return e.errorResponse
+  return err
+}
+
+/** Classifies an error that failed a whole bulkWrite (no per-op writeErrors). */
+export function classify (err: unknown): Failure {
+  const e = unwrap(err) as MaybeMongoError
+  const name = e?.name ?? ''
+  switch (name) {
+    case 'MongoServerSelectionError':
+    case 'MongoPoolClearedError':
+    case 'MongoWaitQueueTimeoutError':
+      return { outcome: 'not-sent', transient: true, error: e }
+    case 'MongoTopologyClosedError':
+    case 'MongoNotConnectedError':
+    case 'MongoClientClosedError':
+    case 'MongoPoolClosedError':
+      return { outcome: 'not-sent', transient: false, error: e }
+    case 'MongoNetworkError':
+    case 'MongoNetworkTimeoutError':
+      return { outcome: 'unknown', transient: true, error: e }
+    case 'MongoOperationTimeoutError':
+      return { outcome: 'unknown', transient: false, error: e }
+  }
+  const code = typeof e?.code === 'number' ? e.code : undefined
+  if (name === 'MongoServerError' || (name === 'MongoBulkWriteError' && code !== undefined)) {
+    // a command-level answer from the server (write concern errors land here too)
+    const writeConcern = name === 'MongoBulkWriteError'
+    if (code !== undefined && NOT_EXECUTED_CODES.has(code) && !writeConcern) return { outcome: 'not-sent', transient: true, error: e }
+    if ((code !== undefined && TRANSIENT_CODES.has(code)) || e.hasErrorLabel?.('RetryableWriteError') === true) {
+      return { outcome: 'unknown', transient: true, error: e }
+    }
+    return { outcome: writeConcern ? 'unknown' : 'rejected', transient: false, error: e }
+  }
+  return { outcome: 'unknown', transient: false, error: e }
+}
+
+const IDEMPOTENT_OPERATORS = new Set(['$set', '$unset', '$setOnInsert'])
+
+function onlyId (filter: Document): boolean {
+  let n = 0
+  for (const k in filter) { if (k !== '_id') return false; n++ }
+  return n === 1
+}
+
+interface Body { filter: Document, update?: Document | Document[], arrayFilters?: unknown }
+
+/**
+ * Whether sending this write again can never apply it twice:
+ * - inserts: their _id is fixed before queuing, so a second copy is a duplicate-key error;
+ * - updates made only of $set / $unset / $setOnInsert whose paths do not touch the filter
+ *   (an updateOne whose $set changes a filtered field would select another document the
+ *   second time);
+ * - deleteMany, and deleteOne / replaceOne by `_id` alone.
+ */
+export function isRetrySafe (op: WriteOp): boolean {
+  if (op.kind === INSERT || op.kind === DELETE_MANY) return true
+  const m = op.model as Record<string, Body>
+  const body = m.updateOne ?? m.updateMany ?? m.replaceOne ?? m.deleteOne
+  if (body === undefined) return false
+  if (op.kind === DELETE_ONE || op.kind === REPLACE_ONE) return onlyId(body.filter)
+  if (op.kind !== UPDATE_ONE && op.kind !== UPDATE_MANY) return false
+  const update = body.update
+  if (update === undefined || Array.isArray(update) || body.arrayFilters !== undefined) return false
+  const byId = onlyId(body.filter)
+  for (const operator in update) {
+    if (!IDEMPOTENT_OPERATORS.has(operator)) return false
+    if (byId) continue
+    for (const path in update[operator]) {
+      for (const f in body.filter) {
+        if (f.charCodeAt(0) === 36 || path === f || path.startsWith(f + '.') || f.startsWith(path + '.')) return false
+      }
+    }
+  }
+  return true
+}

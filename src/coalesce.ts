@@ -1,0 +1,88 @@
+import type { Document } from 'mongodb'
+import { UPDATE_ONE, type WriteOp } from './write-op.js'
+
+/**
+ * Coalescing: consecutive same-target `updateOne`s made only of $set / $inc / $unset
+ * (and $setOnInsert with upsert) merge into one op: $set and $unset last-wins per field,
+ * $inc summed, $setOnInsert first-wins (only the first of a sequence could have inserted).
+ * A merge is refused, and the later write simply waits for the next batch, when:
+ * - the two differ in upsert or carry arrayFilters / collation / hint;
+ * - a path appears under two operators, or one path is a prefix of another
+ *   (`a` vs `a.b`: the server would reject the merged document as a conflict);
+ * - an $inc operand is not a plain JS number (Long, Decimal128… keep their exact type);
+ * - an updated path overlaps a filter field (the second write's filter might then
+ *   select a different document than the first one left behind).
+ */
+
+const MERGEABLE = new Set(['$set', '$inc', '$unset', '$setOnInsert'])
+
+interface UpdateBody { filter: Document, update: Document, upsert?: boolean, arrayFilters?: unknown, collation?: unknown, hint?: unknown }
+
+function bodyOf (op: WriteOp): UpdateBody {
+  return (op.model as { updateOne: UpdateBody }).updateOne
+}
+
+function overlaps (a: string, b: string): boolean {
+  if (a === b) return true
+  return a.length < b.length ? b.startsWith(a) && b.charCodeAt(a.length) === 46 : a.startsWith(b) && a.charCodeAt(b.length) === 46
+}
+
+/** Whether this op could take part in a merge at all (checked on both sides). */
+function mergeable (body: UpdateBody): boolean {
+  if (body.arrayFilters !== undefined || body.collation !== undefined || body.hint !== undefined) return false
+  const update = body.update
+  if (Array.isArray(update)) return false
+  for (const k in body.filter) if (k.charCodeAt(0) === 36) return false
+  for (const operator in update) {
+    if (!MERGEABLE.has(operator)) return false
+    if (operator === '$setOnInsert' && body.upsert !== true) return false
+    for (const path in update[operator]) {
+      for (const f in body.filter) if (overlaps(path, f)) return false
+    }
+  }
+  return true
+}
+
+/** Merges `next` into `leader` (both queued, same target). Returns false and changes nothing if it cannot. */
+export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
+  if (leader.kind !== UPDATE_ONE || next.kind !== UPDATE_ONE) return false
+  const lb = bodyOf(leader)
+  const nb = bodyOf(next)
+  if ((lb.upsert === true) !== (nb.upsert === true)) return false
+  if (leader.mergedUpdate === null && !mergeable(lb)) return false
+  if (!mergeable(nb)) return false
+  const current = leader.mergedUpdate ?? lb.update
+  // check every path of `next` against every path already present, before changing anything
+  for (const op in nb.update) {
+    const fields = nb.update[op] as Document
+    for (const path in fields) {
+      for (const op2 in current) {
+        for (const path2 in current[op2]) {
+          if (!overlaps(path, path2)) continue
+          if (path !== path2 || op !== op2) return false
+          if (op === '$inc' && (typeof fields[path] !== 'number' || typeof current[op2][path2] !== 'number')) return false
+        }
+      }
+      if (op === '$inc' && typeof fields[path] !== 'number') return false
+    }
+  }
+  // own copy on first merge: the caller's update object is never mutated
+  let merged = leader.mergedUpdate
+  if (merged === null) {
+    merged = {}
+    for (const op in lb.update) merged[op] = { ...lb.update[op] }
+    leader.mergedUpdate = merged
+    lb.update = merged
+  }
+  for (const op in nb.update) {
+    const fields = nb.update[op] as Document
+    const target = (merged[op] ??= {}) as Document
+    for (const path in fields) {
+      if (op === '$inc') target[path] = (target[path] === undefined ? 0 : target[path] as number) + (fields[path] as number)
+      else if (op === '$setOnInsert') { if (!(path in target)) target[path] = fields[path] }
+      else target[path] = fields[path]
+    }
+  }
+  ;(leader.followers ??= []).push(next)
+  return true
+}

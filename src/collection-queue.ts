@@ -1,0 +1,157 @@
+import type { Collection } from 'mongodb'
+import { tryCoalesce } from './coalesce.js'
+import { KIND_GROUP, QUEUED, type WriteOp } from './write-op.js'
+
+/**
+ * The queue of one collection and the rule that picks a batch from it.
+ *
+ * Ordering: an op is taken only if no earlier op with the same target is still queued
+ * (skipped in this pass) or in flight — otherwise two batches could apply them in either
+ * order (two writes in one unordered bulkWrite, or in two concurrent ones, have no order).
+ * Skipped ops keep their place; the next batch after the in-flight one completes takes them.
+ */
+export class CollectionQueue {
+  items: WriteOp[] = []
+  head = 0
+  /** live queued ops (aborted/expired ones still in `items` are not counted) */
+  size = 0
+  bytes = 0
+  /** batches in flight or waiting to be retried */
+  busy = 0
+  /** targets of ops in flight or in retry backoff → how many */
+  readonly held = new Map<string, number>()
+
+  constructor (
+    readonly name: string,
+    readonly collection: Collection,
+    readonly ordered: boolean,
+  ) {}
+
+  push (op: WriteOp): void {
+    this.items.push(op)
+    this.size++
+    this.bytes += op.bytes
+  }
+
+  /** the op left the queue without being taken (aborted, expired, closed) */
+  forget (op: WriteOp): void {
+    this.size--
+    this.bytes -= op.bytes
+  }
+
+  hold (target: string): void {
+    this.held.set(target, (this.held.get(target) ?? 0) + 1)
+  }
+
+  release (target: string): void {
+    const n = this.held.get(target) ?? 0
+    if (n <= 1) this.held.delete(target)
+    else this.held.set(target, n - 1)
+  }
+
+  /** Puts ops back at the head, in their original order (retries, ordered leftovers). */
+  requeueFront (ops: WriteOp[]): void {
+    const rest = this.items.slice(this.head)
+    this.items = ops.concat(rest)
+    this.head = 0
+    for (const op of ops) {
+      this.size++
+      this.bytes += op.bytes
+    }
+  }
+
+  /**
+   * Picks the next batch: ops of one write-command group (insert / update / delete), at most
+   * `maxCount` ops and about `maxBytes`. Ops past their deadline go to `expired`.
+   * Returns the ops taken (coalesced ones hang off their leader's `followers`) or null.
+   */
+  take (maxCount: number, maxBytes: number, coalesce: boolean, now: number, expired: WriteOp[]): WriteOp[] | null {
+    if (this.ordered && this.busy > 0) return null
+    const items = this.items
+    const end = items.length
+    let batch = null as WriteOp[] | null
+    let group = -1
+    let bytes = 0
+    let taken = null as Map<string, WriteOp> | null
+    let blocked = null as Set<string> | null
+    let kept = null as WriteOp[] | null
+    let i = this.head
+    for (; i < end; i++) {
+      const op = items[i] as WriteOp
+      if (op.state !== QUEUED) continue
+      if (op.deadline !== 0 && op.deadline <= now) {
+        this.forget(op)
+        expired.push(op)
+        continue
+      }
+      if (batch !== null && (batch.length >= maxCount || bytes + op.bytes > maxBytes)) break
+      const target = op.target
+      const g = KIND_GROUP[op.kind] as number
+      if (this.ordered) {
+        // strict submission order: a run of one command group from the head
+        if (group !== -1 && g !== group) break
+      } else if (this.held.has(target) || blocked?.has(target) === true || (group !== -1 && g !== group)) {
+        ;(kept ??= []).push(op)
+        ;(blocked ??= new Set()).add(target)
+        continue
+      } else if (taken !== null) {
+        const leader = taken.get(target)
+        if (leader !== undefined) {
+          if (coalesce && tryCoalesce(leader, op)) {
+            this.forget(op)
+            continue
+          }
+          ;(kept ??= []).push(op)
+          ;(blocked ??= new Set()).add(target)
+          continue
+        }
+      }
+      group = g
+      ;(batch ??= []).push(op)
+      if (!this.ordered) (taken ??= new Map()).set(target, op)
+      bytes += op.bytes
+      this.forget(op)
+    }
+    // Skipped ops are a subsequence of items[head, i): write them back just before i,
+    // in order, so the untouched tail is never copied.
+    let head = i
+    if (kept !== null) {
+      for (let k = kept.length - 1; k >= 0; k--) items[--head] = kept[k] as WriteOp
+    }
+    if (head >= end) {
+      this.items = []
+      this.head = 0
+    } else if (head > 1024 && head * 2 > end) {
+      this.items = items.slice(head)
+      this.head = 0
+    } else {
+      this.head = head
+    }
+    return batch
+  }
+
+  /** Removes and returns every op still queued (close timeout). */
+  drain (): WriteOp[] {
+    const out: WriteOp[] = []
+    for (let i = this.head; i < this.items.length; i++) {
+      const op = this.items[i] as WriteOp
+      if (op.state === QUEUED) out.push(op)
+    }
+    this.items = []
+    this.head = 0
+    this.size = 0
+    this.bytes = 0
+    return out
+  }
+
+  /** Ops past their deadline, removed from the queue (they stay in `items` as skipped). */
+  expire (now: number, expired: WriteOp[]): void {
+    for (let i = this.head; i < this.items.length; i++) {
+      const op = this.items[i] as WriteOp
+      if (op.state === QUEUED && op.deadline !== 0 && op.deadline <= now) {
+        this.forget(op)
+        expired.push(op)
+      }
+    }
+  }
+}

@@ -1,0 +1,86 @@
+import type { Collection, Document, Filter, FindOptions, OptionalUnlessRequiredId, UpdateFilter, WithoutId } from 'mongodb'
+import type { ReadCache } from './read-cache.js'
+import {
+  buildDelete, buildInsert, buildReplace, buildUpdate,
+  type DeleteOptions, type ReplaceOptions, type UpdateOptions, type WriteOptions,
+} from './validate.js'
+import type { DeleteResult, InsertResult, UpdateResult, WriteOp, WriteResult } from './write-op.js'
+
+export interface CollectionOptions {
+  /**
+   * Send this collection's writes strictly in submission order (ordered bulkWrites, one at
+   * a time). Use it when different filters may hit the same document. Slower.
+   */
+  ordered?: boolean
+}
+
+type Submit = (op: WriteOp, options: WriteOptions | undefined) => Promise<WriteResult>
+
+/**
+ * Driver-like handle: each write resolves when its own batch is acknowledged.
+ * Per-op matched/modified counts do not exist inside one bulkWrite (the server reports
+ * totals), so update results carry only `upsertedId` when this write upserted.
+ * Bad input rejects at once (InvalidWriteError, a TypeError) and never joins a batch.
+ */
+export class BufferedCollection<TSchema extends Document = Document> {
+  readonly #submit: Submit
+  readonly #cache: ReadCache | undefined
+
+  constructor (
+    /** the driver collection, for reads and anything the buffer does not cover */
+    readonly collection: Collection<TSchema>,
+    readonly ordered: boolean,
+    submit: Submit,
+    cache: ReadCache | undefined,
+  ) {
+    this.#submit = submit
+    this.#cache = cache
+  }
+
+  get collectionName (): string { return this.collection.collectionName }
+
+  insertOne (doc: OptionalUnlessRequiredId<TSchema>, options?: WriteOptions): Promise<InsertResult> {
+    let op: WriteOp
+    try { op = buildInsert(doc, options) } catch (err) { return Promise.reject(err) }
+    return this.#submit(op, options) as Promise<InsertResult>
+  }
+
+  updateOne (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult> {
+    let op: WriteOp
+    try { op = buildUpdate(false, filter, update, options) } catch (err) { return Promise.reject(err) }
+    return this.#submit(op, options) as Promise<UpdateResult>
+  }
+
+  updateMany (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult> {
+    let op: WriteOp
+    try { op = buildUpdate(true, filter, update, options) } catch (err) { return Promise.reject(err) }
+    return this.#submit(op, options) as Promise<UpdateResult>
+  }
+
+  replaceOne (filter: Filter<TSchema>, replacement: WithoutId<TSchema>, options?: ReplaceOptions): Promise<UpdateResult> {
+    let op: WriteOp
+    try { op = buildReplace(filter, replacement, options) } catch (err) { return Promise.reject(err) }
+    return this.#submit(op, options) as Promise<UpdateResult>
+  }
+
+  deleteOne (filter: Filter<TSchema>, options?: DeleteOptions): Promise<DeleteResult> {
+    let op: WriteOp
+    try { op = buildDelete(false, filter, options) } catch (err) { return Promise.reject(err) }
+    return this.#submit(op, options) as Promise<DeleteResult>
+  }
+
+  deleteMany (filter: Filter<TSchema>, options?: DeleteOptions): Promise<DeleteResult> {
+    let op: WriteOp
+    try { op = buildDelete(true, filter, options) } catch (err) { return Promise.reject(err) }
+    return this.#submit(op, options) as Promise<DeleteResult>
+  }
+
+  /**
+   * Cached when the buffer has `cache` options (see ReadCache for the consistency model),
+   * a plain driver findOne otherwise.
+   */
+  findOne (filter: Filter<TSchema>, options?: FindOptions): Promise<TSchema | null> {
+    if (this.#cache === undefined) return this.collection.findOne(filter, options) as Promise<TSchema | null>
+    return this.#cache.findOne(this.collection as unknown as Collection, this.collection.collectionName, filter, options) as Promise<TSchema | null>
+  }
+}

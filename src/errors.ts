@@ -1,0 +1,108 @@
+/**
+ * Errors thrown or used to reject by the buffer. Every rejection of a write carries:
+ * - `code`: stable string code for our own errors, or the server's numeric code for
+ *   a write the server refused (11000 stays 11000, so `err.code === 11000` keeps working);
+ * - `outcome`: whether the write happened — `'not-sent'` (never reached the server),
+ *   `'rejected'` (the server refused it), `'unknown'` (it may or may not have been applied);
+ * - `attempts`: how many times it was sent.
+ */
+export type WriteOutcome = 'not-sent' | 'rejected' | 'unknown'
+
+export const ErrorCodes = {
+  CLOSED: 'WRITE_BUFFER_CLOSED',
+  FULL: 'WRITE_BUFFER_FULL',
+  ABORTED: 'WRITE_BUFFER_ABORTED',
+  TIMEOUT: 'WRITE_BUFFER_TIMEOUT',
+  BATCH_FAILED: 'WRITE_BUFFER_BATCH_FAILED',
+  INVALID_WRITE: 'WRITE_BUFFER_INVALID_WRITE',
+  INVALID_OPTION: 'WRITE_BUFFER_INVALID_OPTION',
+} as const
+
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes]
+
+/** An error of the buffer itself (closed, full, aborted, timed out, batch failed). */
+export class WriteBufferError extends Error {
+  readonly code: ErrorCode
+  readonly outcome: WriteOutcome
+  attempts: number
+  /** HTTP status Fastify's error handler answers with when a route does not catch this */
+  readonly statusCode: number
+  /** e.g. Retry-After on WRITE_BUFFER_FULL (Fastify's error handler sends `error.headers`) */
+  readonly headers: Record<string, string> | undefined
+
+  constructor (code: ErrorCode, message: string, outcome: WriteOutcome, attempts = 0, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause })
+    this.name = 'WriteBufferError'
+    this.code = code
+    this.outcome = outcome
+    this.attempts = attempts
+    this.statusCode = code === ErrorCodes.ABORTED ? 499 : 503
+    this.headers = code === ErrorCodes.FULL ? { 'retry-after': '1' } : undefined
+  }
+}
+
+/** Bad input: the write never joined a batch. A TypeError, so `instanceof TypeError` holds. */
+export class InvalidWriteError extends TypeError {
+  readonly code = ErrorCodes.INVALID_WRITE
+  readonly outcome: WriteOutcome = 'not-sent'
+  readonly attempts = 0
+
+  constructor (message: string) {
+    super(message)
+    this.name = 'InvalidWriteError'
+  }
+}
+
+/** A bad option given to a constructor or to `register`. */
+export class InvalidOptionError extends TypeError {
+  readonly code = ErrorCodes.INVALID_OPTION
+
+  constructor (message: string) {
+    super(message)
+    this.name = 'InvalidOptionError'
+  }
+}
+
+/**
+ * The server refused this one write inside an otherwise processed batch
+ * (duplicate key, validation failure…). Keeps the server's code, message and errInfo.
+ */
+export class WriteRejectedError extends Error {
+  readonly code: number
+  readonly errInfo: unknown
+  readonly outcome: WriteOutcome
+  attempts: number
+
+  constructor (code: number, message: string, attempts: number, errInfo?: unknown, outcome: WriteOutcome = 'rejected') {
+    super(message)
+    this.name = 'WriteRejectedError'
+    this.code = code
+    this.outcome = outcome
+    this.errInfo = errInfo
+    this.attempts = attempts
+  }
+}
+
+/** Compact, safe rendering of a user value for error messages (never huge, never throws). */
+export function describe (value: unknown): string {
+  if (value === null) return 'null'
+  const t = typeof value
+  if (t === 'string') {
+    const s = value as string
+    return JSON.stringify(s.length > 60 ? s.slice(0, 57) + '...' : s)
+  }
+  if (t === 'bigint') return `${String(value)}n`
+  if (t !== 'object' && t !== 'function') return String(value)
+  if (Array.isArray(value)) return `an array of length ${value.length}`
+  if (t === 'function') return 'a function'
+  const ctor = (value as object).constructor
+  const name = typeof ctor === 'function' && ctor.name !== '' ? ctor.name : 'Object'
+  let keys: string[]
+  try {
+    keys = Object.keys(value as object)
+  } catch {
+    return `a ${name}`
+  }
+  const shown = keys.slice(0, 5).join(', ')
+  return `${name} {${shown}${keys.length > 5 ? ', ...' : ''}}`
+}

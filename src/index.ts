@@ -1,0 +1,11 @@
+export { WriteBuffer, type WriteBufferStats } from './write-buffer.js'
+export { BufferedCollection, type CollectionOptions } from './collection.js'
+export { ReadCache, type ReadCacheStats } from './read-cache.js'
+export {
+  ErrorCodes, WriteBufferError, InvalidWriteError, InvalidOptionError, WriteRejectedError,
+  type ErrorCode, type WriteOutcome,
+} from './errors.js'
+export type { WriteBufferOptions, CacheOptions, RetryOptions, Logger } from './options.js'
+export type { WriteOptions, UpdateOptions, ReplaceOptions, DeleteOptions } from './validate.js'
+export type { InsertResult, UpdateResult, DeleteResult, WriteResult } from './write-op.js'
+export { default, writeBufferPlugin, type WriteBufferPluginOptions } from './plugin.js'

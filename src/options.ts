@@ -1,0 +1,167 @@
+import type { WriteConcernSettings } from 'mongodb'
+import { InvalidOptionError, describe } from './errors.js'
+
+/** Minimal logger shape: pino, Fastify's `app.log`, or anything alike. */
+export interface Logger {
+  debug: (obj: object, msg?: string) => void
+  warn: (obj: object, msg?: string) => void
+  error: (obj: object, msg?: string) => void
+  isLevelEnabled?: (level: string) => boolean
+}
+
+export interface RetryOptions {
+  /** Total attempts for a retry-safe write after a transient failure (1 = never retry). Default 4. */
+  maxAttempts?: number
+  /** First backoff delay; doubles per attempt, with jitter. Default 50 ms. */
+  baseDelayMs?: number
+  /** Backoff cap. Default 2,000 ms. */
+  maxDelayMs?: number
+}
+
+export interface CacheOptions {
+  /** How long a found document stays cached. Default 5,000 ms. */
+  ttlMs?: number
+  /** How long a `null` (not found) stays cached. Default min(ttlMs, 1,000 ms). */
+  negativeTtlMs?: number
+  /** LRU bound on entries. Default 10,000. */
+  maxEntries?: number
+  /** LRU bound on approximate BSON bytes of cached documents. Default 64 MiB. */
+  maxBytes?: number
+}
+
+export interface WriteBufferOptions {
+  /** Ops per collection per bulkWrite. Default 1,000; at most 100,000 (the server's maxWriteBatchSize). */
+  maxBatchSize?: number
+  /** Approximate BSON bytes per bulkWrite. Default 8 MiB; at most 32 MiB (under the 48 MB message limit). */
+  maxBatchBytes?: number
+  /** Longest a write waits for company before a flush. Default 5 ms. */
+  flushIntervalMs?: number
+  /** Writes queued + in flight before `onFull` applies. Default 100,000. */
+  maxPending?: number
+  /** Approximate bytes queued + in flight before `onFull` applies. Default 256 MiB. */
+  maxPendingBytes?: number
+  /** What a write does when the buffer is full. Default 'wait'. */
+  onFull?: 'wait' | 'reject'
+  /** Concurrent bulkWrite commands across all collections. Default 4. */
+  maxInFlight?: number
+  /** Merge consecutive same-target $set/$inc/$unset updateOnes into one op. Default true. */
+  coalesce?: boolean
+  /** Write concern passed to every bulkWrite. Default: the collection's. */
+  writeConcern?: WriteConcernSettings
+  /** Per-write deadline (queue wait + retries). 0 = none. Default 0. */
+  writeTimeoutMs?: number
+  /** Longest `close()` waits for the drain before rejecting what is still queued. Default 10,000 ms. */
+  closeTimeoutMs?: number
+  retry?: RetryOptions
+  /** Enables the read cache used by `collection(name).findOne`. */
+  cache?: CacheOptions | false
+  logger?: Logger
+}
+
+export interface ResolvedOptions {
+  maxBatchSize: number
+  maxBatchBytes: number
+  flushIntervalMs: number
+  maxPending: number
+  maxPendingBytes: number
+  onFullReject: boolean
+  maxInFlight: number
+  coalesce: boolean
+  writeConcern: WriteConcernSettings | undefined
+  writeTimeoutMs: number
+  closeTimeoutMs: number
+  maxAttempts: number
+  baseDelayMs: number
+  maxDelayMs: number
+  cache: Required<CacheOptions> | undefined
+  logger: Logger | undefined
+}
+
+const MiB = 1024 * 1024
+
+function int (name: string, value: unknown, def: number, min: number, max: number): number {
+  if (value === undefined) return def
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidOptionError(`${name} must be an integer from ${min} to ${max}, got ${describe(value)}`)
+  }
+  return value
+}
+
+function bool (name: string, value: unknown, def: boolean): boolean {
+  if (value === undefined) return def
+  if (typeof value !== 'boolean') throw new InvalidOptionError(`${name} must be a boolean, got ${describe(value)}`)
+  return value
+}
+
+function object<T> (name: string, value: unknown): T | undefined {
+  if (value === undefined) return undefined
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new InvalidOptionError(`${name} must be an object, got ${describe(value)}`)
+  }
+  return value as T
+}
+
+function checkKnown (name: string, value: object, known: readonly string[]): void {
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) throw new InvalidOptionError(`unknown option ${name}${key}`)
+  }
+}
+
+const KNOWN = ['maxBatchSize', 'maxBatchBytes', 'flushIntervalMs', 'maxPending', 'maxPendingBytes', 'onFull',
+  'maxInFlight', 'coalesce', 'writeConcern', 'writeTimeoutMs', 'closeTimeoutMs', 'retry', 'cache', 'logger'] as const
+
+export const WRITE_BUFFER_OPTION_NAMES: readonly string[] = KNOWN
+
+function resolveCache (value: unknown): Required<CacheOptions> | undefined {
+  if (value === undefined || value === false) return undefined
+  const c = object<CacheOptions>('cache', value) ?? {}
+  checkKnown('cache.', c, ['ttlMs', 'negativeTtlMs', 'maxEntries', 'maxBytes'])
+  const ttlMs = int('cache.ttlMs', c.ttlMs, 5_000, 1, 86_400_000)
+  return {
+    ttlMs,
+    negativeTtlMs: int('cache.negativeTtlMs', c.negativeTtlMs, Math.min(ttlMs, 1_000), 0, 86_400_000),
+    maxEntries: int('cache.maxEntries', c.maxEntries, 10_000, 1, 10_000_000),
+    maxBytes: int('cache.maxBytes', c.maxBytes, 64 * MiB, 1024, 16 * 1024 * MiB),
+  }
+}
+
+/** Validates once at construction; the hot path only reads the resolved values. */
+export function resolveOptions (input: unknown): ResolvedOptions {
+  const o = object<WriteBufferOptions>('options', input) ?? {}
+  checkKnown('', o, KNOWN)
+  if (o.onFull !== undefined && o.onFull !== 'wait' && o.onFull !== 'reject') {
+    throw new InvalidOptionError(`onFull must be 'wait' or 'reject', got ${describe(o.onFull)}`)
+  }
+  const retry = object<RetryOptions>('retry', o.retry) ?? {}
+  checkKnown('retry.', retry, ['maxAttempts', 'baseDelayMs', 'maxDelayMs'])
+  const logger = object<Logger>('logger', o.logger)
+  if (logger !== undefined) {
+    for (const m of ['debug', 'warn', 'error'] as const) {
+      if (typeof logger[m] !== 'function') throw new InvalidOptionError(`logger.${m} must be a function, got ${describe(logger[m])}`)
+    }
+  }
+  const flushIntervalMs = o.flushIntervalMs
+  if (flushIntervalMs !== undefined &&
+    (typeof flushIntervalMs !== 'number' || !Number.isFinite(flushIntervalMs) || flushIntervalMs < 0 || flushIntervalMs > 60_000)) {
+    throw new InvalidOptionError(`flushIntervalMs must be a number from 0 to 60000, got ${describe(flushIntervalMs)}`)
+  }
+  const maxPending = int('maxPending', o.maxPending, 100_000, 1, 100_000_000)
+  return {
+    maxBatchSize: int('maxBatchSize', o.maxBatchSize, 1000, 1, 100_000),
+    maxBatchBytes: int('maxBatchBytes', o.maxBatchBytes, 8 * MiB, 1024, 32 * MiB),
+    flushIntervalMs: flushIntervalMs ?? 5,
+    maxPending,
+    maxPendingBytes: int('maxPendingBytes', o.maxPendingBytes, 256 * MiB, 17 * MiB, Number.MAX_SAFE_INTEGER),
+    onFullReject: o.onFull === 'reject',
+    maxInFlight: int('maxInFlight', o.maxInFlight, 4, 1, 256),
+    coalesce: bool('coalesce', o.coalesce, true),
+    writeConcern: object<WriteConcernSettings>('writeConcern', o.writeConcern),
+    writeTimeoutMs: int('writeTimeoutMs', o.writeTimeoutMs, 0, 0, 86_400_000),
+    closeTimeoutMs: int('closeTimeoutMs', o.closeTimeoutMs, 10_000, 0, 3_600_000),
+    maxAttempts: int('retry.maxAttempts', retry.maxAttempts, 4, 1, 100),
+    baseDelayMs: int('retry.baseDelayMs', retry.baseDelayMs, 50, 0, 60_000),
+    maxDelayMs: int('retry.maxDelayMs', retry.maxDelayMs, 2_000, 0, 600_000),
+    cache: resolveCache(o.cache),
+    logger,
+  }
+}
