@@ -489,12 +489,14 @@ export class WriteBuffer {
   // ---- settle ------------------------------------------------------------------------
 
   #resolveAll (op: WriteOp, value: WriteResult): number {
+    // callers first, bookkeeping after: a flush() waiting on these writes then resumes
+    // after their own continuations
     let n = 1
-    this.#settle(op, true)
     op.resolve(value)
+    this.#settle(op, true)
     if (op.followers !== null) {
       // only the first of a coalesced sequence could have upserted
-      for (const f of op.followers) { this.#settle(f, true); f.resolve(EMPTY); n++ }
+      for (const f of op.followers) { f.resolve(EMPTY); this.#settle(f, true); n++ }
     }
     return n
   }
@@ -508,6 +510,8 @@ export class WriteBuffer {
 
   #reject (op: WriteOp, err: Error): void {
     if (op.state === SETTLED) return
+    op.reject(err)
+    this.#stats.failedOps++
     if (op.state === WAITING) {
       op.state = SETTLED
       this.#detach(op)
@@ -515,8 +519,6 @@ export class WriteBuffer {
     } else {
       this.#settle(op, false)
     }
-    this.#stats.failedOps++
-    op.reject(err)
   }
 
   #settle (op: WriteOp, ok: boolean): void {

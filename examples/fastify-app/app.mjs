@@ -1,0 +1,32 @@
+import Fastify from 'fastify'
+import writeBuffer from '../../dist/index.js'
+import registerRoute from './routes/register.mjs'
+import loginRoute from './routes/login.mjs'
+import eventsRoute from './routes/events.mjs'
+import statsRoute from './routes/stats.mjs'
+
+/**
+ * Builds the example app (not listening yet). The caller owns it: `app.listen()` or
+ * `app.inject()`, then `app.close()`, which drains the write buffer and closes the client.
+ */
+export async function buildApp ({ mongoUrl, database, logger = false, exposeStats = false }) {
+  const app = Fastify({
+    logger,
+    // Fastify's defaults strip unknown keys and coerce types; refuse them instead.
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
+  })
+  try {
+    await app.register(writeBuffer, { url: mongoUrl, database, cache: { ttlMs: 5000 }, flushIntervalMs: 5 })
+    // Index management is not the buffer's job: use the driver directly.
+    await app.writeBuffer.db.collection('users').createIndex({ username: 1 }, { unique: true })
+  } catch (err) {
+    await app.close()
+    throw err
+  }
+
+  app.register(registerRoute)
+  app.register(loginRoute)
+  app.register(eventsRoute)
+  if (exposeStats) app.register(statsRoute)
+  return app
+}

@@ -1,0 +1,20 @@
+// JSON schemas shared by the routes. With the strict Ajv options set in app.mjs, anything
+// that is not exactly the declared shape (an object where a string belongs, `$gt`, extra
+// keys) is refused with 400 before a handler runs, so no user input reaches a filter as
+// an operator.
+
+export const username = { type: 'string', pattern: '^[a-zA-Z0-9_.-]{3,32}$' }
+export const password = { type: 'string', minLength: 8, maxLength: 128 }
+
+export const credentials = {
+  type: 'object',
+  required: ['username', 'password'],
+  additionalProperties: false,
+  properties: { username, password },
+}
+
+export const idReply = {
+  type: 'object',
+  required: ['id'],
+  properties: { id: { type: 'string' } },
+}

@@ -1,0 +1,40 @@
+// Entry point: `npm start` (or `node examples/fastify-app/server.mjs` with MONGODB_URI set).
+import { buildApp } from './app.mjs'
+
+const {
+  MONGODB_URI = 'mongodb://127.0.0.1:27018/',
+  FWB_DB = 'fastify_write_buffer_example',
+  PORT = '3000',
+  LOG_LEVEL = 'info',
+  NODE_ENV,
+} = process.env
+
+const app = await buildApp({
+  mongoUrl: MONGODB_URI,
+  database: FWB_DB,
+  logger: { level: LOG_LEVEL },
+  exposeStats: NODE_ENV !== 'production',
+})
+
+// Graceful shutdown: stop accepting requests, let in-flight ones finish, drain the
+// write buffer, close the MongoClient, exit 0. A second signal kills the process.
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, async () => {
+    app.log.info({ signal }, 'shutting down')
+    try {
+      await app.close()
+      process.exit(0)
+    } catch (err) {
+      app.log.error({ err }, 'shutdown failed')
+      process.exit(1)
+    }
+  })
+}
+
+try {
+  await app.listen({ port: Number(PORT), host: '127.0.0.1' }) // logs "Server listening at http://…"
+} catch (err) {
+  app.log.error({ err }, 'could not start')
+  await app.close()
+  process.exit(1)
+}

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest'
+import type { Db } from 'mongodb'
+import { InvalidOptionError, WriteBuffer } from '../src/index.js'
+
+const fakeDb = { collection: () => ({}) } as unknown as Db
+
+describe('options are validated once, with the bad value in the message', () => {
+  const cases: Array<[object, RegExp]> = [
+    [{ maxBatchSize: 0 }, /maxBatchSize must be an integer from 1 to 100000, got 0/],
+    [{ maxBatchSize: 1.5 }, /got 1.5/],
+    [{ maxBatchSize: 200_000 }, /got 200000/],
+    [{ maxBatchBytes: '1mb' }, /maxBatchBytes .* got "1mb"/],
+    [{ flushIntervalMs: -1 }, /flushIntervalMs .* got -1/],
+    [{ onFull: 'drop' }, /onFull must be 'wait' or 'reject', got "drop"/],
+    [{ maxInFlight: 0 }, /maxInFlight/],
+    [{ maxPending: null }, /maxPending .* got null/],
+    [{ coalesce: 'yes' }, /coalesce must be a boolean/],
+    [{ logger: { debug: 1 } }, /logger.debug must be a function/],
+    [{ retry: { maxAttempts: 0 } }, /retry.maxAttempts/],
+    [{ cache: { ttlMs: 0 } }, /cache.ttlMs/],
+    [{ maxBatchsize: 10 }, /unknown option maxBatchsize/],
+  ]
+  for (const [options, message] of cases) {
+    it(JSON.stringify(options), () => {
+      let err: unknown
+      try { new WriteBuffer(fakeDb, options as never) } catch (e) { err = e }
+      expect(err).toBeInstanceOf(InvalidOptionError)
+      expect(err).toBeInstanceOf(TypeError)
+      expect((err as InvalidOptionError).code).toBe('WRITE_BUFFER_INVALID_OPTION')
+      expect((err as Error).message).toMatch(message)
+    })
+  }
+
+  it('needs a Db', () => {
+    expect(() => new WriteBuffer(undefined as never)).toThrow(TypeError)
+  })
+})
