@@ -1,0 +1,112 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import Fastify from 'fastify'
+import type { Db, MongoClient } from 'mongodb'
+import writeBuffer, { WriteBuffer } from '../src/index.js'
+import { countWriteCommands, mongoUri, openDb } from './helpers.js'
+
+let client: MongoClient
+let db: Db
+let commands: ReturnType<typeof countWriteCommands>
+
+beforeAll(async () => {
+  ({ client, db } = await openDb('plugin'))
+  commands = countWriteCommands(client)
+})
+afterAll(async () => { await client.close() })
+
+describe('fastify plugin', () => {
+  it('300 concurrent requests to a buffered insert route → 300 documents, few bulk commands', async () => {
+    const app = Fastify()
+    await app.register(writeBuffer, { db, flushIntervalMs: 5 })
+    app.post('/events', async (req, reply) => {
+      const { insertedId } = await app.writeBuffer.collection('events').insertOne({ ...(req.body as object) })
+      return reply.code(201).send({ id: insertedId })
+    })
+    const before = commands.counts.insert ?? 0
+    const responses = await Promise.all(Array.from({ length: 300 }, (_, i) =>
+      app.inject({ method: 'POST', url: '/events', payload: { i } })))
+    expect(responses.every(r => r.statusCode === 201)).toBe(true)
+    expect(await db.collection('events').countDocuments()).toBe(300)
+    const sent = (commands.counts.insert ?? 0) - before
+    expect(sent).toBeLessThanOrEqual(30)
+    expect(app.writeBuffer).toBeInstanceOf(WriteBuffer)
+    await app.close()
+  })
+
+  it('app.close() right after 100 un-awaited writes: all persisted, then the owned client is closed', async () => {
+    const app = Fastify()
+    await app.register(writeBuffer, { url: mongoUri(), database: db.databaseName, flushIntervalMs: 60_000, clientOptions: { monitorCommands: true } })
+    const order: string[] = []
+    // an onClose hook registered by the user runs before or after ours: either way the drain is done
+    app.addHook('onClose', async () => { order.push(`user onClose: pending=${app.writeBuffer.stats().pending}`) })
+    const ownedDb = app.writeBuffer.db
+    const c = app.writeBuffer.collection('close_drain')
+    const writes = Array.from({ length: 100 }, (_, i) => c.insertOne({ i }))
+    await app.close()
+    expect(await db.collection('close_drain').countDocuments()).toBe(100)
+    expect((await Promise.allSettled(writes)).every(s => s.status === 'fulfilled')).toBe(true)
+    expect(order).toEqual(['user onClose: pending=0'])
+    // the client the plugin created is closed
+    await expect(ownedDb.collection('x').findOne({})).rejects.toThrow()
+  })
+
+  it('does not close a client it did not create', async () => {
+    const app = Fastify()
+    await app.register(writeBuffer, { db })
+    await app.writeBuffer.collection('mine').insertOne({ a: 1 })
+    await app.close()
+    expect(await db.collection('mine').countDocuments()).toBe(1) // our client still works
+  })
+
+  it('writes arriving while closing get 503 with a clear code', async () => {
+    const app = Fastify()
+    await app.register(writeBuffer, { db })
+    app.post('/w', async () => app.writeBuffer.collection('late').insertOne({ a: 1 }))
+    await app.writeBuffer.close()
+    const res = await app.inject({ method: 'POST', url: '/w' })
+    expect(res.statusCode).toBe(503)
+    expect(res.json()).toMatchObject({ code: 'WRITE_BUFFER_CLOSED' })
+    await app.close()
+  })
+
+  it('buffer full → 503 with Retry-After', async () => {
+    const app = Fastify()
+    await app.register(writeBuffer, { db, maxPending: 1, onFull: 'reject', flushIntervalMs: 200 })
+    app.post('/w', async () => app.writeBuffer.collection('full').insertOne({ a: 1 }))
+    const [a, b] = await Promise.all([app.inject({ method: 'POST', url: '/w' }), app.inject({ method: 'POST', url: '/w' })])
+    const codes = [a?.statusCode, b?.statusCode].sort()
+    expect(codes).toEqual([200, 503])
+    const full = a?.statusCode === 503 ? a : b
+    expect(full?.headers['retry-after']).toBe('1')
+    expect(full?.json()).toMatchObject({ code: 'WRITE_BUFFER_FULL' })
+    await app.close()
+  })
+
+  it('validates options at registration', async () => {
+    for (const [opts, msg] of [
+      [{}, /exactly one of `db`/],
+      [{ db, url: 'mongodb://x' }, /exactly one of `db`/],
+      [{ url: 'http://x' }, /url must be a mongodb/],
+      [{ db, maxBatchSize: -1 }, /maxBatchSize/],
+      [{ db, bogus: 1 }, /unknown option bogus/],
+    ] as const) {
+      const app = Fastify()
+      await expect(app.register(writeBuffer, opts as never).ready()).rejects.toThrow(msg)
+      await app.close().catch(() => {})
+    }
+  })
+
+  it('logs one debug line per flush, nothing per write, and never document contents', async () => {
+    const lines: Array<Record<string, unknown>> = []
+    const stream = { write: (s: string) => { lines.push(JSON.parse(s) as Record<string, unknown>) } }
+    const app = Fastify({ logger: { level: 'debug', stream } })
+    await app.register(writeBuffer, { db, flushIntervalMs: 5 })
+    const c = app.writeBuffer.collection('logged')
+    await Promise.all(Array.from({ length: 200 }, (_, i) => c.insertOne({ secret: `s3cr3t-${i}` })))
+    const flushLines = lines.filter(l => l.msg === 'write buffer: flushed')
+    expect(flushLines.length).toBe(app.writeBuffer.stats().batches)
+    expect(flushLines.length).toBeLessThan(10)
+    expect(JSON.stringify(lines)).not.toContain('s3cr3t')
+    await app.close()
+  })
+})
