@@ -14,6 +14,10 @@ export interface CollectionOptions {
   ordered?: boolean
 }
 
+/** Default schema: any document, any `_id` type (the driver's default pins `_id` to ObjectId in filters). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export interface AnyDocument extends Document { _id?: any }
+
 type Submit = (op: WriteOp, options: WriteOptions | undefined) => Promise<WriteResult>
 
 /**
@@ -22,7 +26,7 @@ type Submit = (op: WriteOp, options: WriteOptions | undefined) => Promise<WriteR
  * totals), so update results carry only `upsertedId` when this write upserted.
  * Bad input rejects at once (InvalidWriteError, a TypeError) and never joins a batch.
  */
-export class BufferedCollection<TSchema extends Document = Document> {
+export class BufferedCollection<TSchema extends Document = AnyDocument> {
   readonly #submit: Submit
   readonly #cache: ReadCache | undefined
 

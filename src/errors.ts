@@ -36,7 +36,7 @@ export class WriteBufferError extends Error {
     this.code = code
     this.outcome = outcome
     this.attempts = attempts
-    this.statusCode = code === ErrorCodes.ABORTED ? 499 : 503
+    this.statusCode = 503
     this.headers = code === ErrorCodes.FULL ? { 'retry-after': '1' } : undefined
   }
 }

@@ -1,5 +1,5 @@
 export { WriteBuffer, type WriteBufferStats } from './write-buffer.js'
-export { BufferedCollection, type CollectionOptions } from './collection.js'
+export { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
 export { ReadCache, type ReadCacheStats } from './read-cache.js'
 export {
   ErrorCodes, WriteBufferError, InvalidWriteError, InvalidOptionError, WriteRejectedError,

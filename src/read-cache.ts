@@ -186,6 +186,13 @@ export class ReadCache {
       throw new InvalidWriteError(`filter must be a plain object, got ${describe(filter)}`)
     }
     const f = filter as Filter
+    // only filter + projection make the key: anything else (sort, skip, collation, hint…)
+    // could pick another document, so such reads go straight to the driver
+    if (options !== undefined) {
+      for (const k in options) {
+        if (k !== 'projection' && (options as Record<string, unknown>)[k] !== undefined) return collection.findOne(f, options)
+      }
+    }
     const projection = options?.projection
     const key = name + '\0' + targetOf(f) + (projection === undefined ? '' : '\0' + targetOf(projection))
     const entry = this.#entries.get(key)

@@ -1,6 +1,6 @@
 import type { BulkWriteOptions, BulkWriteResult, Db, Document } from 'mongodb'
 import { CollectionQueue } from './collection-queue.js'
-import { BufferedCollection, type CollectionOptions } from './collection.js'
+import { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
 import { classify, isRetrySafe } from './classify.js'
 import { ErrorCodes, WriteBufferError, WriteRejectedError, type WriteOutcome } from './errors.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
@@ -92,7 +92,7 @@ export class WriteBuffer {
   }
 
   /** A driver-like handle whose writes go through the buffer. Same name → same handle. */
-  collection<TSchema extends Document = Document> (name: string, options?: CollectionOptions): BufferedCollection<TSchema> {
+  collection<TSchema extends Document = AnyDocument> (name: string, options?: CollectionOptions): BufferedCollection<TSchema> {
     const existing = this.#handles.get(name)
     if (existing !== undefined) {
       if (options?.ordered !== undefined && options.ordered !== existing.ordered) {

@@ -32,7 +32,7 @@ describe('batching', () => {
   it('assigns _id before queuing and returns it', async () => {
     const wb = new WriteBuffer(db)
     const doc: { name: string, _id?: unknown } = { name: 'a' }
-    const p = wb.collection('ids').insertOne(doc)
+    const p = wb.collection('ids').insertOne(doc as never)
     expect(doc._id).toBeDefined()
     const { insertedId } = await p
     expect(insertedId).toBe(doc._id)

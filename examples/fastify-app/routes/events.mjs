@@ -6,7 +6,21 @@ const eventBody = {
   additionalProperties: false,
   properties: {
     type: { type: 'string', minLength: 1, maxLength: 64 },
-    payload: { type: 'object' },
+    payload: { $ref: '#/definitions/document' },
+  },
+  // Any JSON object the server will store: no field name, at any depth, that starts
+  // with '$' or holds a '.' or NUL (a server refusal would otherwise surface as a 500).
+  definitions: {
+    document: {
+      type: 'object',
+      propertyNames: { pattern: '^[^$.\\u0000][^.\\u0000]*$' },
+      additionalProperties: { $ref: '#/definitions/value' },
+    },
+    value: {
+      if: { type: 'object' },
+      then: { $ref: '#/definitions/document' },
+      else: { if: { type: 'array' }, then: { type: 'array', items: { $ref: '#/definitions/value' } } },
+    },
   },
 }
 

@@ -1,0 +1,202 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import { createServer } from 'node:net'
+import { fileURLToPath } from 'node:url'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { MongoClient, ObjectId, type Db } from 'mongodb'
+import type { FastifyInstance } from 'fastify'
+// @ts-expect-error plain ESM example app (run `npm run build` first: it imports dist/)
+import { buildApp } from '../examples/fastify-app/app.mjs'
+
+const INJECT_DB = 'fwb_example_app'
+const SERVER_DB = 'fwb_example_app_server'
+const serverScript = fileURLToPath(new URL('../examples/fastify-app/server.mjs', import.meta.url))
+
+let client: MongoClient
+
+beforeAll(async () => {
+  client = await new MongoClient(inject('mongoUri')).connect()
+  await client.db(INJECT_DB).dropDatabase()
+  await client.db(SERVER_DB).dropDatabase()
+})
+afterAll(async () => { await client?.close() })
+
+function eventById (db: Db, id: string): Promise<unknown> {
+  return db.collection('events').findOne({ _id: new ObjectId(id) })
+}
+
+describe('example app, through app.inject', () => {
+  let app: FastifyInstance
+  const post = (url: string, payload: unknown) => app.inject({ method: 'POST', url, payload: payload as object })
+
+  beforeAll(async () => {
+    app = await buildApp({ mongoUrl: inject('mongoUri'), database: INJECT_DB, logger: false, exposeStats: true })
+    await app.ready()
+  })
+  afterAll(async () => { await app?.close() })
+
+  it.each([
+    ['register, username as $gt', '/register', { username: { $gt: '' }, password: 'long enough' }],
+    ['register, username as an object', '/register', { username: { first: 'alice' }, password: 'long enough' }],
+    ['register, username as an array', '/register', { username: ['alice'], password: 'long enough' }],
+    ['register, username as a number', '/register', { username: 12345, password: 'long enough' }],
+    ['register, username with $', '/register', { username: '$where', password: 'long enough' }],
+    ['register, extra key', '/register', { username: 'mallory', password: 'long enough', admin: true }],
+    ['register, extra $-key', '/register', { username: 'mallory', password: 'long enough', $where: '1' }],
+    ['register, short password', '/register', { username: 'mallory', password: 'short' }],
+    ['login, username $ne', '/login', { username: { $ne: null }, password: 'long enough' }],
+    ['login, username $regex', '/login', { username: { $regex: '.*' }, password: 'long enough' }],
+    ['login, password $gt', '/login', { username: 'alice', password: { $gt: '' } }],
+    ['login, missing password', '/login', { username: 'alice' }],
+    ['login, extra key', '/login', { username: 'alice', password: 'long enough', _id: 'x' }],
+    ['events, type as $gt', '/events', { type: { $gt: '' } }],
+    ['events, payload not an object', '/events', { type: 'click', payload: 'x' }],
+    ['events, payload $-key', '/events', { type: 'click', payload: { a: [{ $set: { admin: true } }] } }],
+    ['events, extra key', '/events', { type: 'click', at: '2020-01-01' }],
+  ])('400: %s', async (_name, url, body) => {
+    const res = await post(url, body)
+    expect(res.statusCode).toBe(400)
+  })
+
+  it('400: prototype poisoning', async () => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/register',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"username":"mallory","password":"long enough","__proto__":{"admin":true}}',
+    })
+    expect(res.statusCode).toBe(400)
+  })
+
+  it('register → 201, same username → 409', async () => {
+    const res = await post('/register', { username: 'alice', password: 'correct horse' })
+    expect(res.statusCode).toBe(201)
+    const { id } = res.json()
+    expect(id).toMatch(/^[0-9a-f]{24}$/)
+    const stored = await client.db(INJECT_DB).collection('users').findOne({ _id: new ObjectId(id as string) })
+    expect(stored).toMatchObject({ username: 'alice', logins: 0 })
+    expect(stored?.passwordHash).toEqual(expect.any(String))
+    expect(stored?.salt).toEqual(expect.any(String))
+    expect(JSON.stringify(stored)).not.toContain('correct horse')
+
+    const again = await post('/register', { username: 'alice', password: 'another one' })
+    expect(again.statusCode).toBe(409)
+  })
+
+  it('login → 200 and logins counts up; no hash in the reply', async () => {
+    const first = await post('/login', { username: 'alice', password: 'correct horse' })
+    expect(first.statusCode).toBe(200)
+    expect(first.json()).toEqual({ ok: true, logins: 1 })
+    const second = await post('/login', { username: 'alice', password: 'correct horse' })
+    expect(second.json()).toEqual({ ok: true, logins: 2 })
+    expect(second.body).not.toMatch(/passwordHash|salt/)
+    const stored = await client.db(INJECT_DB).collection('users').findOne({ username: 'alice' })
+    expect(stored).toMatchObject({ logins: 2, lastLoginAt: expect.any(Date) })
+  })
+
+  it('401 with one message for a wrong password and an unknown user', async () => {
+    const wrong = await post('/login', { username: 'alice', password: 'wrong horse' })
+    const unknown = await post('/login', { username: 'nobody', password: 'wrong horse' })
+    expect(wrong.statusCode).toBe(401)
+    expect(unknown.statusCode).toBe(401)
+    expect(wrong.json().message).toBe(unknown.json().message)
+  })
+
+  it('events → 202, stored by the time the reply is sent', async () => {
+    const res = await post('/events', { type: 'click', payload: { button: 'buy', at: [1, { x: 2 }] } })
+    expect(res.statusCode).toBe(202)
+    const { id } = res.json()
+    expect(await eventById(client.db(INJECT_DB), id)).toMatchObject({
+      type: 'click', payload: { button: 'buy', at: [1, { x: 2 }] }, at: expect.any(Date),
+    })
+  })
+
+  it('GET /stats reports the buffer and the cache', async () => {
+    const res = await app.inject({ method: 'GET', url: '/stats' })
+    expect(res.statusCode).toBe(200)
+    const { buffer, cache } = res.json()
+    expect(buffer).toMatchObject({ pending: 0, flushedOps: expect.any(Number) })
+    expect(buffer.flushedOps).toBeGreaterThanOrEqual(4)
+    expect(cache).toMatchObject({ hits: expect.any(Number), misses: expect.any(Number) })
+  })
+
+  it('GET /stats is not registered without exposeStats', async () => {
+    const hidden: FastifyInstance = await buildApp({ mongoUrl: inject('mongoUri'), database: INJECT_DB })
+    try {
+      expect((await hidden.inject({ method: 'GET', url: '/stats' })).statusCode).toBe(404)
+    } finally {
+      await hidden.close()
+    }
+  })
+})
+
+async function freePort (): Promise<number> {
+  const server = createServer()
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const { port } = server.address() as { port: number }
+  server.close()
+  await once(server, 'close')
+  return port
+}
+
+/** Resolves with the address once the server logs "Server listening at …". */
+function listeningAddress (child: ChildProcess, output: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let buffered = ''
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      buffered += chunk
+      let nl: number
+      while ((nl = buffered.indexOf('\n')) !== -1) {
+        const line = buffered.slice(0, nl)
+        buffered = buffered.slice(nl + 1)
+        output.push(line)
+        const match = /Server listening at (http:\/\/[^\s"]+)/.exec(line)
+        if (match !== null) resolve(match[1] as string)
+      }
+    })
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { output.push(chunk) })
+    child.once('exit', code => { reject(new Error(`server exited (${String(code)}) before listening:\n${output.join('\n')}`)) })
+  })
+}
+
+describe('example server, as a child process over HTTP', () => {
+  let child: ChildProcess | undefined
+
+  afterAll(() => {
+    if (child !== undefined && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+  })
+
+  it('serves register/login/events, then drains and exits 0 on SIGTERM', async () => {
+    const port = await freePort()
+    const output: string[] = []
+    child = spawn(process.execPath, [serverScript], {
+      env: { ...process.env, MONGODB_URI: inject('mongoUri'), FWB_DB: SERVER_DB, PORT: String(port), NODE_ENV: 'test' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>
+    const base = await listeningAddress(child, output)
+    expect(base).toBe(`http://127.0.0.1:${port}`)
+
+    const post = async (path: string, body: unknown): Promise<{ status: number, json: any }> => {
+      const res = await fetch(base + path, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+      })
+      return { status: res.status, json: await res.json() }
+    }
+
+    expect((await post('/register', { username: 'bob', password: 'hunter2hunter2' })).status).toBe(201)
+    expect(await post('/login', { username: 'bob', password: 'hunter2hunter2' })).toEqual({ status: 200, json: { ok: true, logins: 1 } })
+    expect((await post('/login', { username: 'bob', password: 'hunter2' })).status).toBe(400) // under 8 characters
+    expect((await post('/login', { username: { $gt: '' }, password: 'hunter2hunter2' })).status).toBe(400)
+    const event = await post('/events', { type: 'signup', payload: { via: 'test' } })
+    expect(event.status).toBe(202)
+    expect((await fetch(base + '/stats')).status).toBe(200)
+
+    child.kill('SIGTERM')
+    const [code, signal] = await exited
+    expect({ code, signal }, output.join('\n')).toEqual({ code: 0, signal: null })
+    expect(output.join('\n')).toMatch(/shutting down/)
+    expect(await eventById(client.db(SERVER_DB), event.json.id)).toMatchObject({ type: 'signup', payload: { via: 'test' } })
+  })
+})
