@@ -34,7 +34,9 @@ describe('bad input is rejected at once and never poisons a batch', () => {
     ]
     const good = Array.from({ length: 50 }, (_, i) => c.insertOne({ i }))
     const outcomes = await Promise.allSettled(bad.map(([, call]) => call()))
-    const goodResults = await Promise.allSettled([...good, c.updateOne({ i: 0 }, { $set: { touched: true } })])
+    const goodResults = await Promise.allSettled(good)
+    // {i: 0} is a different target than the insert's {_id}: only order it by awaiting
+    goodResults.push(...await Promise.allSettled([c.updateOne({ i: 0 }, { $set: { touched: true } })]))
     bad.forEach(([label, , pattern], k) => {
       const o = outcomes[k] as PromiseSettledResult<unknown>
       expect(o.status, label).toBe('rejected')
@@ -46,7 +48,7 @@ describe('bad input is rejected at once and never poisons a batch', () => {
     expect(goodResults.every(r => r.status === 'fulfilled')).toBe(true)
     expect(await db.collection('mix').countDocuments()).toBe(50)
     expect(await db.collection('mix').countDocuments({ touched: true })).toBe(1)
-    expect(wb.stats().batches).toBeLessThanOrEqual(2)
+    expect(wb.stats().batches).toBeLessThanOrEqual(3)
     await wb.close()
   })
 
