@@ -110,3 +110,46 @@ describe('fastify plugin', () => {
     await app.close()
   })
 })
+
+describe('request-tied writes', () => {
+  it('a write whose client went away before the flush is dropped, and the caller learns it', async () => {
+    const app = Fastify()
+    await app.register(writeBuffer, { db, flushIntervalMs: 300 })
+    let outcome: unknown
+    let finish: () => void = () => {}
+    const done = new Promise<void>(resolve => { finish = resolve })
+    app.post('/slow', async (request) => {
+      try {
+        return await app.writeBuffer.collection('gone').insertOne({ a: 1 }, { signal: request.writeSignal })
+      } catch (err) {
+        outcome = err
+        throw err
+      } finally {
+        finish()
+      }
+    })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const { port } = app.server.address() as { port: number }
+    const ac = new AbortController()
+    const req = fetch(`http://127.0.0.1:${port}/slow`, { method: 'POST', signal: ac.signal }).catch(() => undefined)
+    await new Promise(resolve => setTimeout(resolve, 100))
+    ac.abort()
+    await req
+    await done
+    expect(outcome).toMatchObject({ code: 'WRITE_BUFFER_ABORTED', outcome: 'not-sent' })
+    await app.writeBuffer.flush()
+    expect(await db.collection('gone').countDocuments()).toBe(0)
+    await app.close()
+  })
+
+  it('a request that completes leaves its keep-alive socket without our listener', async () => {
+    const app = Fastify()
+    await app.register(writeBuffer, { db })
+    app.post('/ok', async (request) => app.writeBuffer.collection('kept').insertOne({ a: 1 }, { signal: request.writeSignal }))
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const { port } = app.server.address() as { port: number }
+    for (let i = 0; i < 20; i++) expect((await fetch(`http://127.0.0.1:${port}/ok`, { method: 'POST' })).status).toBe(200)
+    expect(await db.collection('kept').countDocuments()).toBe(20)
+    await app.close()
+  })
+})

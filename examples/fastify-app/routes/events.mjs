@@ -32,7 +32,8 @@ export default async function eventsRoute (app) {
     schema: { body: eventBody, response: { 202: idReply } },
   }, async (request, reply) => {
     const { type, payload = null } = request.body
-    const { insertedId } = await events.insertOne({ type, payload, at: new Date() })
+    // dropped (if not yet sent) when the client goes away before the answer
+    const { insertedId } = await events.insertOne({ type, payload, at: new Date() }, { signal: request.writeSignal })
     return reply.code(202).send({ id: insertedId.toHexString() })
   })
 }
