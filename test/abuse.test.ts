@@ -34,7 +34,7 @@ describe('bad input is rejected at once and never poisons a batch', () => {
     ]
     const good = Array.from({ length: 50 }, (_, i) => c.insertOne({ i }))
     const outcomes = await Promise.allSettled(bad.map(([, call]) => call()))
-    const goodResults = await Promise.allSettled(good)
+    const goodResults: Array<PromiseSettledResult<unknown>> = await Promise.allSettled(good)
     // {i: 0} is a different target than the insert's {_id}: only order it by awaiting
     goodResults.push(...await Promise.allSettled([c.updateOne({ i: 0 }, { $set: { touched: true } })]))
     bad.forEach(([label, , pattern], k) => {

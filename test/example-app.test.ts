@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { freePort, listeningAddress } from './support/child-server.js'
 import { once } from 'node:events'
-import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { MongoClient, ObjectId, type Db } from 'mongodb'
@@ -129,36 +129,6 @@ describe('example app, through app.inject', () => {
     }
   })
 })
-
-async function freePort (): Promise<number> {
-  const server = createServer()
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as { port: number }
-  server.close()
-  await once(server, 'close')
-  return port
-}
-
-/** Resolves with the address once the server logs "Server listening at …". */
-function listeningAddress (child: ChildProcess, output: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let buffered = ''
-    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-      buffered += chunk
-      let nl: number
-      while ((nl = buffered.indexOf('\n')) !== -1) {
-        const line = buffered.slice(0, nl)
-        buffered = buffered.slice(nl + 1)
-        output.push(line)
-        const match = /Server listening at (http:\/\/[^\s"]+)/.exec(line)
-        if (match !== null) resolve(match[1] as string)
-      }
-    })
-    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { output.push(chunk) })
-    child.once('exit', code => { reject(new Error(`server exited (${String(code)}) before listening:\n${output.join('\n')}`)) })
-  })
-}
 
 describe('example server, as a child process over HTTP', () => {
   let child: ChildProcess | undefined
