@@ -1,6 +1,6 @@
 import type { Collection } from 'mongodb'
 import { tryCoalesce } from './coalesce.js'
-import { KIND_GROUP, QUEUED, type WriteOp } from './write-op.js'
+import { INSERT, KIND_GROUP, QUEUED, type WriteOp } from './write-op.js'
 
 /**
  * The queue of one collection and the rule that picks a batch from it.
@@ -20,6 +20,15 @@ export class CollectionQueue {
   busy = 0
   /** targets of ops in flight or in retry backoff → how many */
   readonly held = new Map<string, number>()
+  /**
+   * Fast path. While the queue holds only inserts with an `_id` we generated, no two of
+   * them can share a target (or match anything in flight), so batches are taken without
+   * any per-op bookkeeping, and their targets are not even computed. Such in-flight
+   * batches sit in `freshInFlight`; if another kind of write shows up meanwhile, their
+   * targets are held before it is considered (see `#materialize`).
+   */
+  #freshOnly = true
+  readonly #freshInFlight = new Set<WriteOp[]>()
 
   constructor (
     readonly name: string,
@@ -28,6 +37,7 @@ export class CollectionQueue {
   ) {}
 
   push (op: WriteOp): void {
+    if (!op.ownId || op.kind !== INSERT) this.#freshOnly = false
     this.items.push(op)
     this.size++
     this.bytes += op.bytes
@@ -38,6 +48,25 @@ export class CollectionQueue {
     this.size--
     this.bytes -= op.bytes
   }
+
+  /** The batch goes on the wire: its targets block later writes to the same documents. */
+  holdBatch (batch: WriteOp[], fresh: boolean): void {
+    if (fresh) this.#freshInFlight.add(batch)
+    else for (const op of batch) this.hold(op.target)
+  }
+
+  releaseBatch (batch: WriteOp[]): void {
+    if (this.#freshInFlight.delete(batch)) return
+    for (const op of batch) this.release(op.target)
+  }
+
+  #materialize (): void {
+    for (const batch of this.#freshInFlight) for (const op of batch) this.hold(op.target)
+    this.#freshInFlight.clear()
+  }
+
+  /** whether the last `take` used the fresh-insert fast path */
+  lastTakeFresh = false
 
   hold (target: string): void {
     this.held.set(target, (this.held.get(target) ?? 0) + 1)
@@ -67,6 +96,9 @@ export class CollectionQueue {
    */
   take (maxCount: number, maxBytes: number, coalesce: boolean, now: number, expired: WriteOp[]): WriteOp[] | null {
     if (this.ordered && this.busy > 0) return null
+    if (this.#freshOnly && !this.ordered) return this.#takeFresh(maxCount, maxBytes, now, expired)
+    this.lastTakeFresh = false
+    if (this.#freshInFlight.size > 0) this.#materialize()
     const items = this.items
     const end = items.length
     let batch = null as WriteOp[] | null
@@ -118,16 +150,49 @@ export class CollectionQueue {
     if (kept !== null) {
       for (let k = kept.length - 1; k >= 0; k--) items[--head] = kept[k] as WriteOp
     }
+    this.#advance(head, end)
+    return batch
+  }
+
+  #takeFresh (maxCount: number, maxBytes: number, now: number, expired: WriteOp[]): WriteOp[] | null {
+    this.lastTakeFresh = true
+    const items = this.items
+    const end = items.length
+    let batch = null as WriteOp[] | null
+    let bytes = 0
+    let i = this.head
+    for (; i < end; i++) {
+      const op = items[i] as WriteOp
+      if (op.state !== QUEUED) continue
+      if (op.deadline !== 0 && op.deadline <= now) {
+        this.forget(op)
+        expired.push(op)
+        continue
+      }
+      if (batch !== null && (batch.length >= maxCount || bytes + op.bytes > maxBytes)) break
+      ;(batch ??= []).push(op)
+      bytes += op.bytes
+    }
+    if (batch !== null) {
+      this.size -= batch.length
+      this.bytes -= bytes
+    }
+    this.#advance(i, end)
+    return batch
+  }
+
+  #advance (head: number, end: number): void {
+    const items = this.items
     if (head >= end) {
       this.items = []
       this.head = 0
+      this.#freshOnly = true
     } else if (head > 1024 && head * 2 > end) {
       this.items = items.slice(head)
       this.head = 0
     } else {
       this.head = head
     }
-    return batch
   }
 
   /** Removes and returns every op still queued (close timeout). */
@@ -141,6 +206,7 @@ export class CollectionQueue {
     this.head = 0
     this.size = 0
     this.bytes = 0
+    this.#freshOnly = true
     return out
   }
 

@@ -1,7 +1,8 @@
-import { BSON, ObjectId } from 'mongodb'
+import { ObjectId } from 'mongodb'
 import type { Document } from 'mongodb'
+import { bsonSize } from './bson-size.js'
 import { InvalidWriteError, describe } from './errors.js'
-import { targetOf, targetOfId } from './target.js'
+import { targetOf } from './target.js'
 import {
   WriteOp, INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, type Kind,
 } from './write-op.js'
@@ -35,7 +36,7 @@ function isDocument (v: unknown): v is Document {
 function sizeOf (what: string, value: Document): number {
   let n: number
   try {
-    n = BSON.calculateObjectSize(value)
+    n = bsonSize(value)
   } catch (err) {
     throw new InvalidWriteError(`${what} cannot be serialized to BSON (${(err as Error).message}): ${describe(value)}`)
   }
@@ -118,7 +119,7 @@ export function buildInsert (doc: unknown, options: WriteOptions | undefined): W
     ownId = true
   }
   const bytes = sizeOf('document', doc)
-  return new WriteOp(INSERT, { insertOne: { document: doc } }, targetOfId(doc._id), bytes, doc._id, ownId)
+  return new WriteOp(INSERT, { insertOne: { document: doc } }, null, bytes, doc._id, ownId)
 }
 
 export function buildUpdate (many: boolean, filter: unknown, update: unknown, options: UpdateOptions | undefined): WriteOp {

@@ -298,7 +298,7 @@ export class WriteBuffer {
         const batch = queue.take(o.maxBatchSize, o.maxBatchBytes, o.coalesce, now, expired)
         queued += queue.size
         if (batch !== null) {
-          this.#send(queue, batch)
+          this.#send(queue, batch, queue.lastTakeFresh)
           sent = true
         }
       }
@@ -314,7 +314,7 @@ export class WriteBuffer {
 
   // ---- dispatch ----------------------------------------------------------------------
 
-  #send (queue: CollectionQueue, batch: WriteOp[]): void {
+  #send (queue: CollectionQueue, batch: WriteOp[], fresh: boolean): void {
     this.#inFlight++
     queue.busy++
     this.#stats.batches++
@@ -327,9 +327,9 @@ export class WriteBuffer {
         this.#stats.coalescedOps += op.followers.length
         for (const f of op.followers) { f.state = IN_FLIGHT; f.attempts = op.attempts }
       }
-      queue.hold(op.target)
       models[i] = op.model
     }
+    queue.holdBatch(batch, fresh)
     queue.collection.bulkWrite(models, queue.ordered ? this.#bulkOrdered : this.#bulkUnordered).then(
       result => { this.#onResult(queue, batch, result, 0) },
       err => { this.#onError(queue, batch, err).catch(bug => { this.#failBatch(queue, batch, bug) }) },
@@ -337,7 +337,7 @@ export class WriteBuffer {
   }
 
   #finish (queue: CollectionQueue, batch: WriteOp[]): void {
-    for (const op of batch) queue.release(op.target)
+    queue.releaseBatch(batch)
     queue.busy--
     this.#inFlight--
     if (this.#pending > 0 || this.#due) { this.#due = true; this.#schedulePump() }

@@ -1,0 +1,59 @@
+import { BSON } from 'mongodb'
+
+/**
+ * Approximate BSON size of a document, measured once per write (the batch byte budget and
+ * the 16 MiB check need it). A plain JS walk costs a fraction of BSON.calculateObjectSize on
+ * the small documents of a hot path; it counts strings as 1 byte per UTF-16 unit, so it can
+ * under-count non-ASCII text up to 3x — hence anything estimated over 4 MiB, and anything
+ * the walk cannot read (toBSON, Map, unknown BSON types), is measured exactly instead.
+ * Throws a RangeError on cyclic or absurdly deep values.
+ */
+const EXACT_ABOVE = 4 * 1024 * 1024
+const MAX_DEPTH = 200
+
+class NeedsExact extends Error {}
+
+function valueSize (v: unknown, depth: number): number {
+  switch (typeof v) {
+    case 'string': return 5 + v.length
+    case 'number': return 8
+    case 'boolean': return 1
+    case 'bigint': return 8
+    case 'undefined': return 0
+    case 'object': {
+      if (v === null) return 0
+      if (Array.isArray(v)) {
+        if (depth > MAX_DEPTH) throw new RangeError('value is cyclic or nested too deeply')
+        let n = 5
+        for (let i = 0; i < v.length; i++) n += 2 + String(i).length + valueSize(v[i], depth + 1)
+        return n
+      }
+      if (v instanceof Date) return 8
+      const bsontype = (v as { _bsontype?: unknown })._bsontype
+      if (bsontype === 'ObjectId') return 12
+      if (bsontype !== undefined || ArrayBuffer.isView(v) || v instanceof Map || typeof (v as { toBSON?: unknown }).toBSON === 'function') {
+        throw new NeedsExact()
+      }
+      return objectSize(v as Record<string, unknown>, depth + 1)
+    }
+    default: return 0 // functions and symbols are not serialized
+  }
+}
+
+function objectSize (doc: Record<string, unknown>, depth: number): number {
+  if (depth > MAX_DEPTH) throw new RangeError('value is cyclic or nested too deeply')
+  let n = 5
+  for (const key in doc) n += 2 + key.length + valueSize(doc[key], depth)
+  return n
+}
+
+export function bsonSize (doc: object): number {
+  let n: number
+  try {
+    n = objectSize(doc as Record<string, unknown>, 0)
+  } catch (err) {
+    if (!(err instanceof NeedsExact)) throw err
+    return BSON.calculateObjectSize(doc)
+  }
+  return n > EXACT_ABOVE ? BSON.calculateObjectSize(doc) : n
+}
