@@ -15,7 +15,8 @@ class NeedsExact extends Error {}
 
 function valueSize (v: unknown, depth: number): number {
   switch (typeof v) {
-    case 'string': return 5 + v.length
+    // short strings: 3 bytes per UTF-16 unit bounds any UTF-8; long ones: measured exactly
+    case 'string': return v.length < 64 ? 5 + 3 * v.length : 5 + Buffer.byteLength(v)
     case 'number': return 8
     case 'boolean': return 1
     case 'bigint': return 8

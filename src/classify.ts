@@ -36,19 +36,46 @@ export function unwrap (err: unknown): unknown {
   return err
 }
 
-/** Classifies an error that failed a whole bulkWrite (no per-op writeErrors). */
-export function classify (err: unknown): Failure {
+/** A MongoBulkWriteError carrying the server's `{ ok: 0 }` reply: the whole command was refused. */
+function isCommandError (e: MaybeMongoError): boolean {
+  const r = e.errorResponse as { ok?: unknown } | undefined
+  return e.name === 'MongoServerError' || (e.name === 'MongoBulkWriteError' && r !== null && typeof r === 'object' && r.ok === 0)
+}
+
+/**
+ * Classifies an error that failed a whole bulkWrite (no per-op writeErrors).
+ * `driverMayRetry`: the driver's own retryable writes are on for this deployment (replica
+ * set / sharded). Then a "never sent" error such as server selection may be the answer to
+ * the driver's *second* attempt, after a first one that was possibly applied — unless the
+ * server labelled it NoWritesPerformed. Such errors are 'unknown' (still transient).
+ */
+export function classify (err: unknown, driverMayRetry: boolean): Failure {
   const e = unwrap(err) as MaybeMongoError
   const name = e?.name ?? ''
+  const noWrites = e?.hasErrorLabel?.('NoWritesPerformed') === true
+  const notSent: WriteOutcome = driverMayRetry && !noWrites ? 'unknown' : 'not-sent'
+  const f = classifyError(e, name, notSent)
+  // belt and braces: a result that shows progress means part of the batch was applied
+  const r = (err as { result?: { insertedCount?: number, matchedCount?: number, deletedCount?: number, upsertedCount?: number } }).result
+  if (f.outcome === 'not-sent' && r !== undefined &&
+    (r.insertedCount ?? 0) + (r.matchedCount ?? 0) + (r.deletedCount ?? 0) + (r.upsertedCount ?? 0) > 0) {
+    return { ...f, outcome: 'unknown' }
+  }
+  return f
+}
+
+function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome): Failure {
   switch (name) {
     case 'MongoServerSelectionError':
     case 'MongoPoolClearedError':
     case 'MongoWaitQueueTimeoutError':
-      return { outcome: 'not-sent', transient: true, error: e }
+      return { outcome: notSent, transient: true, error: e }
     case 'MongoTopologyClosedError':
     case 'MongoNotConnectedError':
     case 'MongoClientClosedError':
     case 'MongoPoolClosedError':
+      // the client was closed under us: nothing went out (a driver retry racing a close()
+      // is the one exception, too rare to cost every shutdown its certainty)
       return { outcome: 'not-sent', transient: false, error: e }
     case 'MongoNetworkError':
     case 'MongoNetworkTimeoutError':
@@ -58,9 +85,10 @@ export function classify (err: unknown): Failure {
   }
   const code = typeof e?.code === 'number' ? e.code : undefined
   if (name === 'MongoServerError' || (name === 'MongoBulkWriteError' && code !== undefined)) {
-    // a command-level answer from the server (write concern errors land here too)
-    const writeConcern = name === 'MongoBulkWriteError'
-    if (code !== undefined && NOT_EXECUTED_CODES.has(code) && !writeConcern) return { outcome: 'not-sent', transient: true, error: e }
+    // a command-level answer from the server, or (a MongoBulkWriteError without an
+    // `ok: 0` reply) a write concern error: applied, but not as durably as asked
+    const writeConcern = !isCommandError(e)
+    if (code !== undefined && NOT_EXECUTED_CODES.has(code) && !writeConcern) return { outcome: notSent, transient: true, error: e }
     if ((code !== undefined && TRANSIENT_CODES.has(code)) || e.hasErrorLabel?.('RetryableWriteError') === true) {
       return { outcome: 'unknown', transient: true, error: e }
     }

@@ -4,7 +4,8 @@ import { UPDATE_ONE, type WriteOp } from './write-op.js'
 /**
  * Coalescing: consecutive same-target `updateOne`s made only of $set / $inc / $unset
  * (and $setOnInsert with upsert) merge into one op: $set and $unset last-wins per field,
- * $inc summed, $setOnInsert first-wins (only the first of a sequence could have inserted).
+ * $inc summed; a follower's $setOnInsert is dropped (only the first of a sequence could
+ * have inserted, so it is a no-op one by one too).
  * A merge is refused, and the later write simply waits for the next batch, when:
  * - the two differ in upsert or carry arrayFilters / collation / hint;
  * - a path appears under two operators, or one path is a prefix of another
@@ -52,8 +53,11 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
   if (leader.mergedUpdate === null && !mergeable(lb)) return false
   if (!mergeable(nb)) return false
   const current = leader.mergedUpdate ?? lb.update
-  // check every path of `next` against every path already present, before changing anything
+  // check every path of `next` against every path already present, before changing anything.
+  // A follower's $setOnInsert can never apply: after the leader (an upsert) runs, the
+  // document exists. So it is left out of the merge entirely.
   for (const op in nb.update) {
+    if (op === '$setOnInsert') continue
     const fields = nb.update[op] as Document
     for (const path in fields) {
       for (const op2 in current) {
@@ -71,18 +75,31 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
   if (merged === null) {
     merged = {}
     for (const op in lb.update) merged[op] = { ...lb.update[op] }
+    leader.originalUpdate = lb.update
     leader.mergedUpdate = merged
     lb.update = merged
   }
   for (const op in nb.update) {
+    if (op === '$setOnInsert') continue
     const fields = nb.update[op] as Document
     const target = (merged[op] ??= {}) as Document
     for (const path in fields) {
       if (op === '$inc') target[path] = (target[path] === undefined ? 0 : target[path] as number) + (fields[path] as number)
-      else if (op === '$setOnInsert') { if (!(path in target)) target[path] = fields[path] }
       else target[path] = fields[path]
     }
   }
   ;(leader.followers ??= []).push(next)
   return true
+}
+
+/** Undoes a merge: the leader gets its own update back; followers are returned to be retried one by one. */
+export function split (leader: WriteOp): WriteOp[] {
+  const followers = leader.followers ?? []
+  if (leader.originalUpdate !== null) bodyOf(leader).update = leader.originalUpdate
+  leader.mergedUpdate = null
+  leader.originalUpdate = null
+  leader.followers = null
+  leader.noMerge = true
+  for (const f of followers) f.noMerge = true
+  return followers
 }

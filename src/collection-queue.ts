@@ -16,6 +16,8 @@ export class CollectionQueue {
   /** live queued ops (aborted/expired ones still in `items` are not counted) */
   size = 0
   bytes = 0
+  /** writes merged into an earlier one (stats) */
+  coalesced = 0
   /** batches in flight or waiting to be retried */
   busy = 0
   /** targets of ops in flight or in retry backoff → how many */
@@ -80,6 +82,7 @@ export class CollectionQueue {
 
   /** Puts ops back at the head, in their original order (retries, ordered leftovers). */
   requeueFront (ops: WriteOp[]): void {
+    for (const op of ops) if (!op.ownId || op.kind !== INSERT) this.#freshOnly = false
     const rest = this.items.slice(this.head)
     this.items = ops.concat(rest)
     this.head = 0
@@ -129,7 +132,8 @@ export class CollectionQueue {
       } else if (taken !== null) {
         const leader = taken.get(target)
         if (leader !== undefined) {
-          if (coalesce && tryCoalesce(leader, op)) {
+          if (coalesce && !op.noMerge && !leader.noMerge && tryCoalesce(leader, op)) {
+            this.coalesced++
             this.forget(op)
             continue
           }

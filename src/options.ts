@@ -32,7 +32,7 @@ export interface CacheOptions {
 export interface WriteBufferOptions {
   /** Ops per collection per bulkWrite. Default 1,000; at most 100,000 (the server's maxWriteBatchSize). */
   maxBatchSize?: number
-  /** Approximate BSON bytes per bulkWrite. Default 8 MiB; at most 32 MiB (under the 48 MB message limit). */
+  /** Approximate BSON bytes per bulkWrite. Default 8 MiB; at most 15 MiB (one command per bulkWrite). */
   maxBatchBytes?: number
   /** Longest a write waits for company before a flush. Default 5 ms. */
   flushIntervalMs?: number
@@ -148,7 +148,9 @@ export function resolveOptions (input: unknown): ResolvedOptions {
   const maxPending = int('maxPending', o.maxPending, 100_000, 1, 100_000_000)
   return {
     maxBatchSize: int('maxBatchSize', o.maxBatchSize, 1000, 1, 100_000),
-    maxBatchBytes: int('maxBatchBytes', o.maxBatchBytes, 8 * MiB, 1024, 32 * MiB),
+    // under the 16 MiB maxBsonObjectSize at which the driver would split one bulkWrite in
+    // two commands (then a failure could leave it half applied)
+    maxBatchBytes: int('maxBatchBytes', o.maxBatchBytes, 8 * MiB, 1024, 15 * MiB),
     flushIntervalMs: flushIntervalMs ?? 5,
     maxPending,
     maxPendingBytes: int('maxPendingBytes', o.maxPendingBytes, 256 * MiB, 17 * MiB, Number.MAX_SAFE_INTEGER),

@@ -41,6 +41,7 @@ interface Entry {
   name: string
   filter: Document
   test: (doc: unknown) => boolean
+  fields: Set<string>
   projected: boolean
   bytes: Uint8Array | null
   idKey: string | undefined
@@ -51,7 +52,7 @@ interface Entry {
 interface Flight {
   key: string
   name: string
-  seq: number
+  /** writes pending when the read started or noted while it runs: they may race it */
   writes: WriteOp[]
   promise: Promise<Uint8Array | null>
 }
@@ -96,17 +97,26 @@ function intersects (a: Set<string>, b: Set<string>): boolean {
   return false
 }
 
-/** Two filters that pin one field to different plain values cannot select the same document. */
+/**
+ * Two filters that pin `_id` to different plain values cannot select the same document.
+ * Only `_id`: any other field may hold an array, and `{tags: 'a'}` / `{tags: 'b'}` can
+ * both match `{tags: ['a', 'b']}`.
+ */
 function disjoint (a: Filter, b: Filter): boolean {
-  for (const k in a) {
-    if (k.charCodeAt(0) === 36 || !(k in b)) continue
-    const ka = targetOf({ v: a[k] })
-    const va = a[k]
-    const vb = b[k]
-    if (isOperatorObject(va) || isOperatorObject(vb)) continue
-    if (ka !== targetOf({ v: vb })) return true
+  if (!('_id' in a) || !('_id' in b)) return false
+  const va: unknown = a._id
+  const vb: unknown = b._id
+  if (isOperatorObject(va) || isOperatorObject(vb)) return false
+  return targetOf({ _id: va }) !== targetOf({ _id: vb })
+}
+
+/** sift, but an operator it cannot evaluate ($expr, $text, $near…) answers "maybe". */
+function matches (filter: Filter, doc: unknown): boolean {
+  try {
+    return sift(filter)(doc)
+  } catch {
+    return true
   }
-  return false
 }
 
 function isOperatorObject (v: unknown): boolean {
@@ -129,12 +139,13 @@ function applyUpdate (doc: Document, update: Document | Document[] | undefined):
         const p = parts[i] as string
         let next: unknown = node[p]
         if (next === undefined || next === null) {
-          if (op === '$unset') { next = undefined; break }
+          if (op === '$unset') { node = null as unknown as Document; break } // nothing to unset
           next = node[p] = {}
         }
         if (typeof next !== 'object' || Array.isArray(next) || (next as { _bsontype?: unknown })._bsontype !== undefined) return false
         node = next as Document
       }
+      if (node === null) continue
       const leaf = parts[parts.length - 1] as string
       if (op === '$set') node[leaf] = fields[path]
       else if (op === '$unset') delete node[leaf]
@@ -151,14 +162,16 @@ function applyUpdate (doc: Document, update: Document | Document[] | undefined):
 
 export class ReadCache {
   readonly #o: ResolvedCacheOptions
-  #flush: () => Promise<void> = async () => {}
+  #kick: () => void = () => {}
   readonly #entries = new Map<string, Entry>() // insertion order = LRU order
   readonly #byCollection = new Map<string, Set<Entry>>()
   readonly #byId = new Map<string, Set<Entry>>()
   readonly #negatives = new Map<string, Set<Entry>>()
   readonly #pending = new Map<string, Set<WriteOp>>()
   readonly #flights = new Map<string, Flight>()
-  readonly #seq = new Map<string, number>()
+  readonly #flightsByName = new Map<string, Set<Flight>>()
+  /** callbacks waiting for a pending write to settle (a miss that must not read before it) */
+  readonly #writeWaiters = new Map<WriteOp, Array<() => void>>()
   #bytes = 0
   #stats = { hits: 0, misses: 0, dedupes: 0, invalidations: 0, patches: 0 }
 
@@ -166,8 +179,8 @@ export class ReadCache {
     this.#o = options
   }
 
-  /** The buffer hands in its flush, used when a miss must wait for pending writes. */
-  bindFlush (flush: () => Promise<void>): void { this.#flush = flush }
+  /** The buffer hands in a way to send what is queued now (a miss waiting for writes). */
+  bindKick (kick: () => void): void { this.#kick = kick }
 
   stats (): ReadCacheStats {
     return { ...this.#stats, entries: this.#entries.size, bytes: this.#bytes }
@@ -193,8 +206,16 @@ export class ReadCache {
         if (k !== 'projection' && (options as Record<string, unknown>)[k] !== undefined) return collection.findOne(f, options)
       }
     }
+    try {
+      sift(f)
+    } catch {
+      return collection.findOne(f, options) // an operator the matcher cannot follow: never cached
+    }
     const projection = options?.projection
-    const key = name + '\0' + targetOf(f) + (projection === undefined ? '' : '\0' + targetOf(projection))
+    // length-prefixed parts: no filter value can forge another filter's (or projection's) key
+    const target = targetOf(f)
+    const proj = projection === undefined ? '' : targetOf(projection)
+    const key = `${name.length}:${name}${target.length}:${target}${proj}`
     const entry = this.#entries.get(key)
     if (entry !== undefined) {
       if (entry.expires > Date.now()) {
@@ -205,35 +226,62 @@ export class ReadCache {
       }
       this.#remove(entry)
     }
-    const seq = this.#seq.get(name) ?? 0
     const flight = this.#flights.get(key)
-    if (flight !== undefined && flight.seq === seq) {
-      this.#stats.dedupes++
+    if (flight !== undefined) {
+      // Join the read in progress; afterwards, make sure no write noted since we joined
+      // could have changed its answer (else read again on our own).
+      const from = flight.writes.length
       const bytes = await flight.promise
-      return bytes === null ? null : BSON.deserialize(bytes)
+      const doc = bytes === null ? null : BSON.deserialize(bytes)
+      if (!this.#raced(flight.writes, from, doc, f)) {
+        this.#stats.dedupes++
+        return doc
+      }
+      return this.findOne(collection, name, f, options)
     }
     this.#stats.misses++
-    const own: Flight = { key, name, seq, writes: [], promise: null as unknown as Promise<Uint8Array | null> }
+    const own: Flight = { key, name, writes: [...(this.#pending.get(name) ?? [])], promise: null as unknown as Promise<Uint8Array | null> }
     own.promise = this.#load(collection, name, f, options, own)
     this.#flights.set(key, own)
+    let byName = this.#flightsByName.get(name)
+    if (byName === undefined) this.#flightsByName.set(name, byName = new Set())
+    byName.add(own)
     const bytes = await own.promise
     return bytes === null ? null : BSON.deserialize(bytes)
   }
 
+  #raced (writes: WriteOp[], from: number, doc: Document | null, filter: Filter): boolean {
+    if (writes.length === from) return false
+    const fields = fieldsOf(filter)
+    for (let i = from; i < writes.length; i++) if (this.#affects(writes[i] as WriteOp, doc, filter, fields)) return true
+    return false
+  }
+
+  /** Resolves once every given pending write has settled; sends the queue at once. */
+  #settled (ops: WriteOp[]): Promise<unknown> {
+    this.#kick()
+    return Promise.all(ops.map(op => new Promise<void>(resolve => {
+      let list = this.#writeWaiters.get(op)
+      if (list === undefined) this.#writeWaiters.set(op, list = [])
+      list.push(resolve)
+    })))
+  }
+
   async #load (collection: Collection, name: string, filter: Filter, options: FindOptions | undefined, flight: Flight): Promise<Uint8Array | null> {
     try {
-      if (this.#mayBeAffectedByPending(name, filter)) await this.#flush()
+      // read-your-writes on a miss: the pending writes that may touch this filter land first
+      const before = this.#pendingAffecting(name, filter)
+      if (before.length > 0) await this.#settled(before)
       const doc = await collection.findOne(filter, options)
       const bytes = doc === null ? null : BSON.serialize(doc)
-      // cache only if no write noted since the read began could have changed the answer
-      let clean = true
-      for (const op of flight.writes) {
-        if (this.#affects(op, doc, filter, fieldsOf(filter))) { clean = false; break }
+      // cache only if no write pending at the start or noted since could have changed the answer
+      if (!this.#raced(flight.writes, 0, doc, filter)) {
+        this.#store(flight.key, name, filter, options?.projection !== undefined, bytes, doc)
       }
-      if (clean) this.#store(flight.key, name, filter, options?.projection !== undefined, bytes, doc)
       return bytes
     } finally {
       if (this.#flights.get(flight.key) === flight) this.#flights.delete(flight.key)
+      this.#flightsByName.get(name)?.delete(flight)
     }
   }
 
@@ -241,7 +289,9 @@ export class ReadCache {
     const ttlMs = bytes === null ? this.#o.negativeTtlMs : this.#o.ttlMs
     if (ttlMs === 0) return
     const idKey = doc !== null && doc._id !== undefined ? name + '\0' + targetOfId(doc._id) : undefined
-    const entry: Entry = { key, name, filter, test: sift(filter), projected, bytes, idKey, expires: Date.now() + ttlMs, ttlMs }
+    const entry: Entry = {
+      key, name, filter, test: sift(filter), fields: fieldsOf(filter), projected, bytes, idKey, expires: Date.now() + ttlMs, ttlMs,
+    }
     const old = this.#entries.get(key)
     if (old !== undefined) this.#remove(old)
     this.#entries.set(key, entry)
@@ -286,35 +336,43 @@ export class ReadCache {
 
   /** Whether `op` could change what findOne(filter) returns, given what it returned (`doc`). */
   #affects (op: WriteOp, doc: Document | null, filter: Filter, filterFields: Set<string>): boolean {
-    if (op.kind === INSERT) return doc === null && sift(filter)(writeDoc(op))
+    if (op.kind === INSERT) return doc === null && matches(filter, writeDoc(op))
     const body = bodyOf(op)
-    if (doc !== null) return sift(body.filter)(doc)
+    if (doc !== null) return matches(body.filter, doc)
     if (op.kind === DELETE_ONE || op.kind === DELETE_MANY) return false
     if (body.upsert === true || op.kind === REPLACE_ONE) return !disjoint(body.filter, filter) || intersects(updatedRoots(body.update) ?? new Set(['$']), filterFields)
     const roots = updatedRoots(body.update)
     return roots === null || intersects(roots, filterFields)
   }
 
-  #mayBeAffectedByPending (name: string, filter: Filter): boolean {
+  #pendingAffecting (name: string, filter: Filter): WriteOp[] {
+    const out: WriteOp[] = []
     const pending = this.#pending.get(name)
-    if (pending === undefined || pending.size === 0) return false
+    if (pending === undefined || pending.size === 0) return out
     for (const op of pending) {
-      if (op.kind === INSERT) {
-        if (sift(filter)(writeDoc(op))) return true
-      } else if (!disjoint(bodyOf(op).filter, filter)) return true
+      if (op.kind === INSERT ? matches(filter, writeDoc(op)) : !disjoint(bodyOf(op).filter, filter)) out.push(op)
     }
-    return false
+    return out
   }
 
-  /** A write was queued: keep every cached answer it may change in step with it. */
+  /** A write was queued: keep every cached answer it may change in step with it. Never throws. */
   noteWrite (name: string, op: WriteOp): void {
-    this.#seq.set(name, (this.#seq.get(name) ?? 0) + 1)
     let pending = this.#pending.get(name)
     if (pending === undefined) this.#pending.set(name, pending = new Set())
     pending.add(op)
-    for (const flight of this.#flights.values()) if (flight.name === name) flight.writes.push(op)
+    const flights = this.#flightsByName.get(name)
+    if (flights !== undefined) for (const flight of flights) flight.writes.push(op)
     const all = this.#byCollection.get(name)
     if (all === undefined || all.size === 0) return
+    try {
+      this.#applyWrite(name, op, all)
+    } catch {
+      // the matcher could not follow the write's filter: drop what it might have touched
+      for (const e of [...all]) this.#invalidate(e)
+    }
+  }
+
+  #applyWrite (name: string, op: WriteOp, all: Set<Entry>): void {
     const negatives = this.#negatives.get(name)
     if (op.kind === INSERT) {
       const doc = writeDoc(op)
@@ -328,20 +386,21 @@ export class ReadCache {
     if (candidates !== undefined) {
       const writeTest = sift(body.filter)
       for (const e of [...candidates]) {
-        if (e.bytes === null) continue
+        if (e.bytes === null || e.projected) continue
         const doc = BSON.deserialize(e.bytes)
-        if (!writeTest(doc)) continue
-        this.#patch(e, op, doc, body)
+        if (writeTest(doc)) this.#patch(e, op, doc, body)
       }
+    }
+    // a projected entry may lack the fields (even the _id) the write's filter tests: drop it
+    // unless the two filters pin different _ids
+    for (const e of [...all]) {
+      if (e.projected && e.bytes !== null && !disjoint(body.filter, e.filter)) this.#invalidate(e)
     }
     if (op.kind === DELETE_ONE || op.kind === DELETE_MANY || negatives === undefined) return
     const roots = updatedRoots(body.update)
     for (const e of [...negatives]) {
-      const fields = fieldsOf(e.filter)
       const mayCreate = (body.upsert === true || op.kind === REPLACE_ONE) && !disjoint(body.filter, e.filter)
-      if (mayCreate || roots === null || intersects(roots, fields)) {
-        this.#invalidate(e)
-      }
+      if (mayCreate || roots === null || intersects(roots, e.fields)) this.#invalidate(e)
     }
   }
 
@@ -364,6 +423,11 @@ export class ReadCache {
   /** A write settled. A failed one (other than an insert) may have been patched into entries: drop them. */
   settleWrite (name: string, op: WriteOp, ok: boolean): void {
     this.#pending.get(name)?.delete(op)
+    const waiters = this.#writeWaiters.get(op)
+    if (waiters !== undefined) {
+      this.#writeWaiters.delete(op)
+      for (const resolve of waiters) resolve()
+    }
     if (ok || op.kind === INSERT) return
     const all = this.#byCollection.get(name)
     if (all !== undefined) for (const e of [...all]) this.#invalidate(e)

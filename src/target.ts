@@ -7,6 +7,8 @@
  * not the same target: use `ordered: true` on the collection for those.
  */
 
+import { BSON } from 'mongodb'
+
 interface BsonLike { _bsontype?: unknown, toHexString?: () => string }
 
 function scalarKey (v: unknown): string | undefined {
@@ -19,6 +21,8 @@ function scalarKey (v: unknown): string | undefined {
       if (v === null) return 'z'
       const b = v as BsonLike
       if (b._bsontype === 'ObjectId' && typeof b.toHexString === 'function') return 'o' + b.toHexString()
+      // one number, one key: 5, Int32(5), Long(5) and Double(5) select the same documents
+      if (b._bsontype === 'Int32' || b._bsontype === 'Long' || b._bsontype === 'Double') return 'n' + String(v)
       if (v instanceof Date) return 'd' + String(v.getTime())
       return undefined
     }
@@ -26,17 +30,26 @@ function scalarKey (v: unknown): string | undefined {
   }
 }
 
-function canonical (v: unknown): string {
+/**
+ * Keys are sorted at the top level of a filter and inside operator objects ({$gt, $lt}),
+ * where order has no meaning; an embedded document keeps its order, since the server
+ * matches `{a: {x: 1, y: 2}}` and `{a: {y: 2, x: 1}}` against different documents.
+ */
+function canonical (v: unknown, sortKeys: boolean): string {
   const s = scalarKey(v)
   if (s !== undefined) return JSON.stringify(s)
   if (typeof v !== 'object' || v === null) return JSON.stringify(String(v))
-  if (Array.isArray(v)) return '[' + v.map(canonical).join(',') + ']'
+  if (Array.isArray(v)) return '[' + v.map(x => canonical(x, false)).join(',') + ']'
   if (v instanceof RegExp) return JSON.stringify('r' + String(v))
   const b = v as BsonLike
-  if (typeof b._bsontype === 'string') return JSON.stringify(b._bsontype + ':' + String(v))
-  const keys = Object.keys(v).sort()
+  if (typeof b._bsontype === 'string') {
+    // Binary, Decimal128, BSONRegExp, Timestamp…: their canonical Extended JSON is exact
+    return JSON.stringify('x' + BSON.EJSON.stringify({ v }, { relaxed: false }))
+  }
+  let keys = Object.keys(v)
+  if (sortKeys || (keys.length > 0 && (keys[0] as string).charCodeAt(0) === 36)) keys = keys.sort()
   let out = '{'
-  for (const k of keys) out += JSON.stringify(k) + ':' + canonical((v as Record<string, unknown>)[k]) + ','
+  for (const k of keys) out += JSON.stringify(k) + ':' + canonical((v as Record<string, unknown>)[k], false) + ','
   return out + '}'
 }
 
@@ -53,9 +66,9 @@ export function targetOf (filter: Record<string, unknown>): string {
     const s = scalarKey(filter._id)
     if (s !== undefined) return s
   }
-  return canonical(filter)
+  return canonical(filter, true)
 }
 
 export function targetOfId (id: unknown): string {
-  return scalarKey(id) ?? canonical({ _id: id })
+  return scalarKey(id) ?? canonical({ _id: id }, true)
 }

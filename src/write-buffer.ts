@@ -2,6 +2,7 @@ import type { BulkWriteOptions, BulkWriteResult, Db, Document } from 'mongodb'
 import { CollectionQueue } from './collection-queue.js'
 import { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
 import { classify, isRetrySafe } from './classify.js'
+import { split as splitMerged } from './coalesce.js'
 import { ErrorCodes, WriteBufferError, WriteRejectedError, type WriteOutcome } from './errors.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
 import { ReadCache } from './read-cache.js'
@@ -67,6 +68,8 @@ export class WriteBuffer {
   #closing: Promise<void> | null = null
   #waiters: WriteOp[] = []
   #waitHead = 0
+  #liveWaiters = 0
+  readonly #finished = new WeakSet<WriteOp[]>()
   #backoffs = new Set<{ timer: NodeJS.Timeout, queue: CollectionQueue, ops: WriteOp[] }>()
   // flush(): writes are counted per epoch; flush() opens a new epoch and resolves when
   // every earlier epoch has no unsettled write left.
@@ -88,7 +91,7 @@ export class WriteBuffer {
     this.#bulkUnordered = wc === undefined ? { ordered: false } : { ordered: false, writeConcern: wc }
     this.#bulkOrdered = wc === undefined ? { ordered: true } : { ordered: true, writeConcern: wc }
     this.cache = this.#o.cache === undefined ? undefined : new ReadCache(this.#o.cache)
-    this.cache?.bindFlush(() => this.flush())
+    this.cache?.bindKick(() => { this.#makeDue() })
   }
 
   /** A driver-like handle whose writes go through the buffer. Same name → same handle. */
@@ -116,9 +119,10 @@ export class WriteBuffer {
   stats (): WriteBufferStats {
     return {
       pending: this.#pending,
-      waiting: this.#waiters.length - this.#waitHead,
+      waiting: this.#liveWaiters,
       inFlight: this.#inFlight,
       ...this.#stats,
+      coalescedOps: this.#queueList.reduce((n, q) => n + q.coalesced, 0),
     }
   }
 
@@ -160,7 +164,10 @@ export class WriteBuffer {
       await drained
     }
     if (this.#timer !== null) clearTimeout(this.#timer)
+    this.#timer = null
+    this.#timerArmed = false
     if (this.#sweepTimer !== null) clearTimeout(this.#sweepTimer)
+    this.#sweepTimer = null
     this.cache?.clear()
   }
 
@@ -186,7 +193,7 @@ export class WriteBuffer {
     for (const q of this.#queueList) {
       for (const op of q.drain()) {
         const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : 'not-sent'
-        this.#reject(op, new WriteBufferError(ErrorCodes.CLOSED, 'write buffer closed before this write was sent', outcome, op.attempts))
+        this.#rejectAll(op, new WriteBufferError(ErrorCodes.CLOSED, 'write buffer closed before this write was sent', outcome, op.attempts))
       }
     }
   }
@@ -220,7 +227,9 @@ export class WriteBuffer {
       op.onAbort = () => { this.#abort(op) }
       signal.addEventListener('abort', op.onAbort, { once: true })
     }
-    if (this.#pending >= this.#o.maxPending || (this.#pending > 0 && this.#pendingBytes + op.bytes > this.#o.maxPendingBytes)) {
+    // while anyone waits for room, newcomers queue behind them: FIFO keeps same-target order
+    if (this.#liveWaiters > 0 || this.#pending >= this.#o.maxPending ||
+      (this.#pending > 0 && this.#pendingBytes + op.bytes > this.#o.maxPendingBytes)) {
       if (this.#o.onFullReject) {
         this.#settleEpoch(op)
         op.state = SETTLED
@@ -230,6 +239,7 @@ export class WriteBuffer {
         return promise
       }
       op.state = WAITING
+      this.#liveWaiters++
       this.#waiters.push(op)
       return promise
     }
@@ -271,7 +281,9 @@ export class WriteBuffer {
 
   #makeDue (): void {
     if (this.#timerArmed && this.#timer !== null) {
+      // a cleared timer cannot be refresh()ed back to life: drop it, #armTimer makes a new one
       clearTimeout(this.#timer)
+      this.#timer = null
       this.#timerArmed = false
     }
     this.#due = true
@@ -309,7 +321,7 @@ export class WriteBuffer {
       }
       if (!sent) break // what is left waits behind in-flight writes of the same targets
     }
-    for (const op of expired) this.#reject(op, timeoutError(op))
+    for (const op of expired) this.#rejectAll(op, timeoutError(op))
   }
 
   // ---- dispatch ----------------------------------------------------------------------
@@ -324,7 +336,6 @@ export class WriteBuffer {
       op.state = IN_FLIGHT
       op.attempts++
       if (op.followers !== null) {
-        this.#stats.coalescedOps += op.followers.length
         for (const f of op.followers) { f.state = IN_FLIGHT; f.attempts = op.attempts }
       }
       models[i] = op.model
@@ -332,11 +343,16 @@ export class WriteBuffer {
     queue.holdBatch(batch, fresh)
     queue.collection.bulkWrite(models, queue.ordered ? this.#bulkOrdered : this.#bulkUnordered).then(
       result => { this.#onResult(queue, batch, result, 0) },
-      err => { this.#onError(queue, batch, err).catch(bug => { this.#failBatch(queue, batch, bug) }) },
-    )
+      async err => { await this.#onError(queue, batch, err) },
+    ).catch(bug => {
+      // a bug in result handling must not strand the batch: settle whoever is left
+      this.#failBatch(queue, batch, bug)
+    })
   }
 
   #finish (queue: CollectionQueue, batch: WriteOp[]): void {
+    if (this.#finished.has(batch)) return
+    this.#finished.add(batch)
     queue.releaseBatch(batch)
     queue.busy--
     this.#inFlight--
@@ -368,7 +384,7 @@ export class WriteBuffer {
       await this.#onWriteErrors(queue, batch, err as PartialFailure)
       return
     }
-    const failure = classify(err)
+    const failure = classify(err, this.#driverMayRetry())
     const retry: WriteOp[] = []
     const now = Date.now()
     const o = this.#o
@@ -399,6 +415,16 @@ export class WriteBuffer {
       this.#backoff(queue, retry)
     }
     this.#finish(queue, batch)
+  }
+
+  /** Whether the driver's own retryable writes may have re-sent a batch before we saw its error. */
+  #driverMayRetry (): boolean {
+    const client = (this.db as unknown as { client?: DriverClientView }).client
+    if (client?.options?.retryWrites === false) return false
+    const servers = client?.topology?.description?.servers
+    if (servers === undefined || servers.size === 0) return true
+    for (const server of servers.values()) if (server.type !== 'Standalone') return true
+    return false // standalone servers have no retryable writes
   }
 
   #backoff (queue: CollectionQueue, ops: WriteOp[]): void {
@@ -438,9 +464,17 @@ export class WriteBuffer {
       if (op !== undefined && we.code === 11000 && op.kind === INSERT && op.maybeApplied) recheck.push(op.id)
     }
     if (recheck.length > 0) {
-      const found = await queue.collection.find({ _id: { $in: recheck as never[] } }, { projection: { _id: 1 } }).toArray()
-      confirmed = new Set(found.map(d => String(d._id)))
+      try {
+        const found = await queue.collection.find({ _id: { $in: recheck as never[] } }, { projection: { _id: 1 }, readPreference: 'primary' }).toArray()
+        confirmed = new Set(found.map(d => String(d._id)))
+      } catch {
+        confirmed = null // cannot tell: those writes end 'unknown' (they are maybeApplied)
+      }
     }
+    // acknowledged by the server, but its write concern was not met: applied, not durable as asked
+    const concernError = (err.result as { getWriteConcernError?: () => { errmsg?: string, code?: number } | undefined } | undefined)
+      ?.getWriteConcernError?.()
+    const split: WriteOp[] = []
     let acked = 0
     let failed = 0
     const firstError = queue.ordered ? Math.min(...byIndex.keys()) : Infinity
@@ -450,15 +484,23 @@ export class WriteBuffer {
       if (op.state === SETTLED) continue
       const we = byIndex.get(i)
       if (i > firstError) { leftovers.push(op); continue } // ordered: never executed
-      if (we === undefined) {
+      if (we === undefined && concernError !== undefined) {
+        failed += this.#rejectAll(op, new WriteBufferError(ErrorCodes.BATCH_FAILED,
+          `write concern not satisfied on ${queue.name}: ${concernError.errmsg ?? 'unknown'}`, 'unknown', op.attempts, concernError))
+      } else if (we === undefined) {
         let value: WriteResult = EMPTY
         if (op.kind === INSERT) value = { insertedId: op.id }
         else if (upserted?.[i] !== undefined) value = { upsertedId: upserted[i] }
         acked += this.#resolveAll(op, value)
       } else if (confirmed?.has(String(op.id)) === true && op.ownId) {
         acked += this.#resolveAll(op, { insertedId: op.id })
+      } else if (op.followers !== null && op.followers.length > 0) {
+        // A merged update was refused (the statement applied nothing): one caller's part may
+        // be to blame, so split it and retry each caller's own update, one after another.
+        const followers = splitMerged(op)
+        for (const o of [op, ...followers]) { o.state = QUEUED; split.push(o) }
       } else {
-        const outcome: WriteOutcome = confirmed?.has(String(op.id)) === true ? 'unknown' : 'rejected'
+        const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : 'rejected'
         failed += this.#rejectAll(op, new WriteRejectedError(we.code, we.errmsg ?? 'write failed', op.attempts, we.errInfo, outcome))
       }
     }
@@ -469,13 +511,14 @@ export class WriteBuffer {
     }
     for (const op of leftovers) { op.state = QUEUED; op.attempts-- }
     if (leftovers.length > 0) queue.requeueFront(leftovers)
+    if (split.length > 0) queue.requeueFront(split)
     this.#finish(queue, batch)
   }
 
   /** Last resort for a bug in result handling: nobody may hang. */
   #failBatch (queue: CollectionQueue, batch: WriteOp[], bug: unknown): void {
     for (const op of batch) {
-      if (op.state !== SETTLED) this.#rejectAll(op, new WriteBufferError(ErrorCodes.BATCH_FAILED, `internal error: ${String(bug)}`, 'unknown', op.attempts, bug))
+      if (op.state === IN_FLIGHT) this.#rejectAll(op, new WriteBufferError(ErrorCodes.BATCH_FAILED, `internal error: ${String(bug)}`, 'unknown', op.attempts, bug))
     }
     this.#finish(queue, batch)
   }
@@ -514,6 +557,7 @@ export class WriteBuffer {
     this.#stats.failedOps++
     if (op.state === WAITING) {
       op.state = SETTLED
+      this.#liveWaiters--
       this.#detach(op)
       this.#settleEpoch(op)
     } else {
@@ -545,7 +589,10 @@ export class WriteBuffer {
       const op = this.#waiters[this.#waitHead] as WriteOp
       if (op.state === WAITING && this.#pending > 0 && this.#pendingBytes + op.bytes > o.maxPendingBytes) break
       this.#waitHead++
-      if (op.state === WAITING) this.#admit(op)
+      if (op.state === WAITING) {
+        this.#liveWaiters--
+        this.#admit(op)
+      }
     }
     if (this.#waitHead === this.#waiters.length) {
       this.#waiters = []
@@ -580,7 +627,11 @@ export class WriteBuffer {
 
   // ---- deadlines ---------------------------------------------------------------------
 
-  /** One shared timer checks deadlines, so a stalled server cannot hold a write past its timeout. */
+  /**
+   * One shared timer checks deadlines of writes still queued or waiting for room, so a
+   * stalled server cannot hold them past their timeout. A write already on the wire waits
+   * for the driver (set the client's socketTimeoutMS / timeoutMS to bound that).
+   */
   #armSweep (): void {
     if (this.#sweepTimer !== null) return
     this.#sweepTimer = setTimeout(() => {
@@ -592,13 +643,17 @@ export class WriteBuffer {
         const op = this.#waiters[i] as WriteOp
         if (op.state === WAITING && op.deadline !== 0 && op.deadline <= now) expired.push(op)
       }
-      for (const op of expired) this.#reject(op, timeoutError(op))
+      for (const op of expired) this.#rejectAll(op, timeoutError(op))
       if (this.#pending > 0 || this.#waitHead < this.#waiters.length) this.#armSweep()
     }, 50)
     this.#sweepTimer.unref()
   }
 }
 
+interface DriverClientView {
+  options?: { retryWrites?: boolean }
+  topology?: { description?: { servers?: Map<string, { type?: string }> } }
+}
 interface ServerWriteError { index: number, code: number, errmsg?: string, errInfo?: unknown }
 interface PartialFailure { writeErrors: ServerWriteError[], result?: { upsertedIds?: Record<number, unknown> } }
 

@@ -39,6 +39,10 @@ export class WriteOp {
   followers: WriteOp[] | null = null
   /** merged update document (own copy) once something was coalesced into this op */
   mergedUpdate: Document | null = null
+  /** the caller's own update, kept to split a merged op apart again */
+  originalUpdate: Document | null = null
+  /** never merge again (a merged op was refused by the server and is retried one by one) */
+  noMerge = false
   /** the collection queue it belongs to (typed loosely to keep this file dependency-free) */
   queue: unknown = null
   signal: AbortSignal | null = null

@@ -92,4 +92,17 @@ describe('batching', () => {
     expect(await db.collection('kinds').countDocuments()).toBe(0)
     await wb.close()
   })
+
+  it('after a flush() the next lone write is still sent by the timer', async () => {
+    const wb = new WriteBuffer(db, { flushIntervalMs: 5 })
+    const c = wb.collection('timer_after_flush')
+    const first = c.insertOne({ n: 1 }) // arms the timer…
+    await wb.flush() // …which flush() cancels
+    await first
+    await new Promise(resolve => setTimeout(resolve, 20))
+    const lone = c.insertOne({ n: 2 })
+    const settled = await Promise.race([lone.then(() => 'ok'), new Promise(resolve => setTimeout(resolve, 2000, 'stuck'))])
+    expect(settled).toBe('ok')
+    await wb.close()
+  })
 })

@@ -101,4 +101,32 @@ describe('coalescing', () => {
     expect(u2).toEqual({ $inc: { n: 1 } })
     await wb.close()
   })
+
+  it('a merged update refused by the server is split: only the guilty caller fails', async () => {
+    await db.collection('split').insertOne({ _id: 1, s: 'text', n: 0 } as never)
+    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const c = wb.collection('split')
+    const [bad, good] = await Promise.allSettled([
+      c.updateOne({ _id: 1 }, { $inc: { s: 1 } }), // $inc on a string: refused
+      c.updateOne({ _id: 1 }, { $set: { ok: true } }),
+    ])
+    expect(wb.stats().coalescedOps).toBe(1) // they were merged, then split
+    expect(bad.status).toBe('rejected')
+    expect((bad as PromiseRejectedResult).reason).toMatchObject({ outcome: 'rejected' })
+    expect(typeof ((bad as PromiseRejectedResult).reason as { code: unknown }).code).toBe('number')
+    expect(good.status).toBe('fulfilled')
+    expect(await db.collection('split').findOne({ _id: 1 as never })).toEqual({ _id: 1, s: 'text', n: 0, ok: true })
+    await wb.close()
+  })
+
+  it("a follower's $setOnInsert is a no-op, as it would be one by one", async () => {
+    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const c = wb.collection('soi_follower')
+    await Promise.all([
+      c.updateOne({ _id: 'k' }, { $set: { x: 1 } }, { upsert: true }),
+      c.updateOne({ _id: 'k' }, { $setOnInsert: { createdAt: 1 } }, { upsert: true }),
+    ])
+    expect(await db.collection('soi_follower').findOne({ _id: 'k' as never })).toEqual({ _id: 'k', x: 1 })
+    await wb.close()
+  })
 })

@@ -77,4 +77,17 @@ describe('same-target order', () => {
     expect((await db.collection('strict').findOne({ _id: 7 as never }))?.v).toBe(40)
     await wb.close()
   })
+
+  it('5, Int32(5) and Long(5) are one _id, so one target', async () => {
+    const { Int32, Long } = await import('mongodb')
+    const wb = new WriteBuffer(db, { coalesce: false, maxInFlight: 4, maxBatchSize: 4 })
+    const c = wb.collection('numeric_ids')
+    await c.insertOne({ _id: 5 as never, v: 0 })
+    const ids = [5, new Int32(5), Long.fromNumber(5)]
+    const writes = []
+    for (let i = 1; i <= 30; i++) writes.push(c.updateOne({ _id: ids[i % 3] }, { $set: { v: i } }))
+    await Promise.all(writes)
+    expect((await db.collection('numeric_ids').findOne({ _id: 5 as never }))?.v).toBe(30)
+    await wb.close()
+  })
 })

@@ -130,4 +130,24 @@ describe('read cache', () => {
     expect(wb.cache?.stats().entries).toBe(0)
     await wb.close()
   })
+
+  it('filters the matcher cannot evaluate ($comment, $bits…) bypass the cache, and writes with them drop entries', async () => {
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, flushIntervalMs: 20 })
+    const users = wb.collection('users')
+    await users.findOne({ username: 'ann' })
+    expect((await users.findOne({ username: 'ann', $comment: 'login' }))?.username).toBe('ann')
+    expect(wb.cache?.stats().entries).toBe(1)
+    await users.updateMany({ username: 'ann', $comment: 'touch' }, { $set: { exprTouched: true } })
+    expect(await users.findOne({ username: 'ann' })).toMatchObject({ exprTouched: true })
+    await wb.close()
+  })
+
+  it('$unset of a missing nested path leaves the cached document as the server does', async () => {
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, flushIntervalMs: 20 })
+    const users = wb.collection('users')
+    const bob = await users.findOne({ username: 'bob' })
+    await users.updateOne({ _id: bob?._id }, { $unset: { 'nothere.role': '' } })
+    expect(await users.findOne({ username: 'bob' })).toEqual(await db.collection('users').findOne({ username: 'bob' }))
+    await wb.close()
+  })
 })

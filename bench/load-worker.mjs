@@ -1,0 +1,34 @@
+// Child process: drives one autocannon run (programmatic API) and prints a JSON summary.
+// A separate process so the load generator does not share the app's event loop.
+// argv[2]: { url, connections, durationS, body } or { url, connections, durationS, users }
+// (users: POST {username, password} of a random one of `users` pre-made users per request).
+import autocannon from 'autocannon'
+
+const cfg = JSON.parse(process.argv[2])
+const opts = {
+  url: cfg.url,
+  connections: cfg.connections,
+  duration: cfg.durationS,
+  method: 'POST',
+  headers: { 'content-type': 'application/json' },
+  body: cfg.body,
+}
+if (cfg.users !== undefined) {
+  opts.requests = [{
+    setupRequest: req => {
+      const i = Math.floor(Math.random() * cfg.users)
+      return { ...req, body: JSON.stringify({ username: `user${i}`, password: `pw${i}` }) }
+    },
+  }]
+}
+const r = await autocannon(opts)
+process.stdout.write(JSON.stringify({
+  requests: r.requests.total,
+  durationS: r.duration,
+  ok2xx: r['2xx'],
+  non2xx: r.non2xx,
+  errors: r.errors,
+  timeouts: r.timeouts,
+  p50Ms: r.latency.p50,
+  p99Ms: r.latency.p99,
+}))

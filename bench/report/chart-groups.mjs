@@ -1,0 +1,87 @@
+// What the chart shows: one bar group per suite, each bar labelled with its ratio to the
+// group's baseline (the first bar, unless said otherwise).
+import { byKey } from '../by-key.mjs'
+import { ratio as ratioOf } from '../stats.mjs'
+
+const n = x => (x === null || x === undefined ? 'n/a' : x.toLocaleString('en-US'))
+const x = r => `${n(r)}x`
+
+function raw (s) {
+  return {
+    subtitle: 'ops/s; ratio vs insertOne sequential',
+    rows: s.results.map((r, i) => ({ label: r.name, value: r.rate, text: `${n(r.rate)} ops/s · ${x(r.ratioVsSequential)}`, kind: i === 0 ? 'base' : 'other' })),
+  }
+}
+
+function overhead (s) {
+  return {
+    subtitle: 'ops/s; WriteBuffer vs the best raw unordered bulkWrite of the same batch size',
+    rows: s.comparisons.flatMap(c => [
+      { label: `raw bulkWrite, batch ${n(c.batchSize)}`, value: c.bestRawRate, text: `${n(c.bestRawRate)} ops/s`, kind: 'base' },
+      { label: `WriteBuffer, maxBatchSize ${n(c.batchSize)}`, value: c.bufferRate, text: `${n(c.bufferRate)} ops/s · ${x(c.ratio)} raw (overhead ${n(c.overheadPct)}%)`, kind: 'ours' },
+    ]),
+  }
+}
+
+function http (s) {
+  const { noop, naive, buffered, fire } = byKey(s.results)
+  return {
+    subtitle: 'req/s, 100 connections; ratio vs naive awaited insertOne',
+    rows: [
+      { label: 'naive awaited insertOne', value: naive.rate, text: `${n(naive.rate)} req/s · 1x · p99 ${n(naive.p99Ms)} ms`, kind: 'base' },
+      { label: 'WriteBuffer awaited insertOne', value: buffered.rate, text: `${n(buffered.rate)} req/s · ${x(s.ratios.bufferedVsNaive)} · p99 ${n(buffered.p99Ms)} ms`, kind: 'ours' },
+      { label: 'fire-and-forget (not awaited)', value: fire.rate, text: `${n(fire.rate)} req/s · ${x(s.ratios.fireVsNaive)} · ${n(fire.lostWrites)} writes lost`, kind: 'other' },
+      { label: 'no I/O (ceiling)', value: noop.rate, text: `${n(noop.rate)} req/s · ${x(ratioOf(noop.rate, naive.rate))}`, kind: 'other' },
+    ],
+  }
+}
+
+function login (s) {
+  const { roOff, rwOff, roOn, rwOn } = byKey(s.results)
+  const row = (label, r, base) => ({
+    label,
+    value: r.rate,
+    text: `${n(r.rate)} req/s${base === undefined ? '' : ` · ${x(ratioOf(r.rate, base.rate))} off`} · ${n(r.findsPer1kLogins)} finds/1k`,
+    kind: base === undefined ? 'base' : 'ours',
+  })
+  return {
+    subtitle: 'req/s; cache on vs cache off of the same route',
+    rows: [
+      row('find + update, cache off', rwOff), row('find + update, cache on', rwOn, rwOff),
+      row('read-only, cache off', roOff), row('read-only, cache on', roOn, roOff),
+    ],
+  }
+}
+
+function coalescing (s) {
+  const { naive, buffered } = byKey(s.results)
+  return {
+    subtitle: 'updates/s; ratio vs naive, 100 in flight',
+    rows: [
+      { label: 'naive awaited updateOne', value: naive.rate, text: `${n(naive.rate)} upd/s · ${n(naive.updateStatements)} DB update ops`, kind: 'base' },
+      { label: 'WriteBuffer (coalesced)', value: buffered.rate, text: `${n(buffered.rate)} upd/s · ${x(s.ratios.bufferedVsNaive)} · ${n(buffered.updateStatements)} DB update ops`, kind: 'ours' },
+    ],
+  }
+}
+
+function hotPath (s) {
+  return {
+    subtitle: 'ns per write, no-op sink (shorter is better)',
+    targetLine: 2000,
+    targetLineLabel: '2 µs target',
+    rows: [
+      ...s.results.map(r => ({ label: r.name, value: r.nsPerOp, text: `${n(r.nsPerOp)} ns/op · ${n(r.bytesPerOp)} B/op`, kind: 'ours' })),
+      { label: 'harness alone', value: s.baseline.nsPerOp, text: `${n(s.baseline.nsPerOp)} ns/op`, kind: 'base' },
+    ],
+  }
+}
+
+const GROUPS = { raw, overhead, http, login, coalescing, hotPath }
+
+export function chartGroups (report) {
+  return Object.entries(report.suites).map(([key, suite]) => ({
+    title: suite.title,
+    ...GROUPS[key](suite),
+    targets: report.targets.filter(t => t.suite === key),
+  }))
+}

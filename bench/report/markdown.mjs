@@ -1,0 +1,50 @@
+// The run as Markdown: machine, one table per suite, then the targets.
+const num = x => (x === null || x === undefined ? '—' : x.toLocaleString('en-US'))
+const cell = s => String(s).replaceAll('|', '\\|')
+
+/** Per-suite extra facts worth a column. */
+const EXTRA = {
+  raw: r => `${num(r.ratioVsSequential)}x sequential`,
+  overhead: r => `avg batch ${num(r.avgBatch)}`,
+  http: r => [
+    `2xx ${num(r.ok2xx)}, non-2xx ${num(r.non2xx)}, errors ${num(r.errors)}`,
+    r.docsMatchAcked === undefined ? null : `docs ${num(r.docsInDb)} ${r.docsMatchAcked ? '=' : '≠'} ${num(r.serverAcked)} answered${r.docsMatchAcked ? ' ✓' : ' ✗ MISMATCH'}`,
+    r.lostWrites === undefined ? null : `backlog at end ${num(r.backlogAtEnd)}, lost ${num(r.lostWrites)} of ${num(r.serverAcked)}`,
+  ].filter(Boolean).join('; '),
+  login: r => `finds/1k logins ${num(r.findsPer1kLogins)}, finds/user ${num(r.findsPerUser)} (max ${num(r.maxFindsForOneUser)}), update stmts/s ${num(r.updateStatementsPerS)}`,
+  coalescing: r => `${num(r.updateStatements)} update stmts in ${num(r.updateCommands)} cmds; counts ${r.countsCorrect ? 'ok' : 'WRONG'}; last write wins ${r.lastWriteWins ? 'yes' : 'no'}`,
+  hotPath: r => `${num(r.nsPerOp)} ns/op (${num(r.nsPerOpOverBaseline)} over harness), ${num(r.bytesPerOp)} B/op`,
+}
+
+function suiteTable (key, suite) {
+  const lines = [
+    `### ${suite.title}`,
+    '',
+    `| Measurement | ${suite.unit} | p50 ms | p99 ms | DB cmds / 1k writes | Details |`,
+    '|---|--:|--:|--:|--:|---|',
+    ...suite.results.map(r => `| ${cell(r.name)} | ${num(r.rate)} | ${num(r.p50Ms)} | ${num(r.p99Ms)} | ${num(r.dbCommandsPer1kWrites)} | ${cell(EXTRA[key](r))} |`),
+    '',
+    `Ratios: ${Object.entries(suite.ratios).map(([k, v]) => `${k} ${num(v)}`).join(', ')}. Latency: ${suite.latencyIs}.`,
+  ]
+  for (const m of suite.mismatches ?? []) lines.push('', `**MISMATCH: ${m}**`)
+  for (const n of suite.notes) lines.push('', `- ${n}`)
+  return lines.join('\n')
+}
+
+export function markdown (report) {
+  const m = report.machine
+  return [
+    `## fastify-write-buffer bench (${report.mode} mode, ${(report.durationMs / 1000).toFixed(0)} s)`,
+    '',
+    `${m.cpus} × ${m.cpuModel}, ${m.os}, load average ${m.loadAvg1mAtStart} at start, Node ${m.node}; server: ${m.server.source} ${m.server.version} (reports MongoDB ${m.server.reportsMongoVersion}).`,
+    'Ratios compare measurements of this one run; absolute numbers depend on this machine.',
+    '',
+    ...Object.entries(report.suites).flatMap(([key, suite]) => [suiteTable(key, suite), '']),
+    '### Targets',
+    '',
+    '| Target | Measured | Met | Notes |',
+    '|---|---|:-:|---|',
+    ...report.targets.map(t => `| ${cell(t.target)} | ${cell(t.measured)} | ${t.met ? 'yes' : '**no**'} | ${cell(t.notes)} |`),
+    '',
+  ].join('\n')
+}

@@ -1,0 +1,56 @@
+// fastify-write-buffer benchmark (issue 4). Usage:
+//   MONGODB_URI=mongodb://… node bench/run.mjs [--quick] [--out <dir>]
+// (`npm run bench` builds and provides MONGODB_URI.) Prints Markdown on stdout, progress on
+// stderr, and writes <out>/latest.json and <out>/latest.svg (default out: bench/results).
+import { mkdir, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import { machineInfo } from './machine.mjs'
+import { chartGroups } from './report/chart-groups.mjs'
+import { markdown } from './report/markdown.mjs'
+import { svg } from './report/svg.mjs'
+import { coalescingSuite } from './suites/coalescing.mjs'
+import { hotPathSuite } from './suites/hot-path.mjs'
+import { httpSuite } from './suites/http.mjs'
+import { loginSuite } from './suites/login.mjs'
+import { overheadSuite } from './suites/overhead.mjs'
+import { rawSuite } from './suites/raw.mjs'
+import { evaluateTargets } from './targets.mjs'
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    out: { type: 'string', default: fileURLToPath(new URL('./results', import.meta.url)) },
+  },
+})
+const uri = process.env.MONGODB_URI
+if (!uri) {
+  console.error('MONGODB_URI is not set (use `npm run bench`, which provides it)')
+  process.exit(2)
+}
+
+const mode = args.quick ? 'quick' : 'full'
+const settings = args.quick
+  ? { uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 3, loginDurationS: 2, hotPathOps: 50_000 }
+  : { uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, loginDurationS: 10, hotPathOps: 200_000 }
+const SUITES = { raw: rawSuite, overhead: overheadSuite, http: httpSuite, login: loginSuite, coalescing: coalescingSuite, hotPath: hotPathSuite }
+
+const started = performance.now()
+const report = { mode, startedAt: new Date().toISOString(), durationMs: 0, machine: await machineInfo(uri), suites: {}, targets: [] }
+for (const [key, suite] of Object.entries(SUITES)) {
+  const t = performance.now()
+  report.suites[key] = await suite(settings)
+  console.error(`[bench] ${key} done in ${((performance.now() - t) / 1000).toFixed(1)} s`)
+  for (const m of report.suites[key].mismatches ?? []) console.error(`\n!!!!! MISMATCH in ${key}: ${m} !!!!!\n`)
+}
+report.durationMs = Math.round(performance.now() - started)
+report.targets = evaluateTargets(report.suites)
+
+const heading = `fastify-write-buffer bench · ${mode} · ${report.startedAt.slice(0, 16).replace('T', ' ')} UTC · ` +
+  `${report.machine.cpus} cores · Node ${report.machine.node} · ${report.machine.server.source} ${report.machine.server.version}`
+await mkdir(args.out, { recursive: true })
+await writeFile(join(args.out, 'latest.json'), JSON.stringify(report, null, 2) + '\n')
+await writeFile(join(args.out, 'latest.svg'), svg(chartGroups(report), heading))
+process.stdout.write(markdown(report))
+console.error(`[bench] ${mode} run took ${(report.durationMs / 1000).toFixed(1)} s; results in ${args.out}`)

@@ -1,0 +1,71 @@
+// The issue's targets, checked against this run's ratios, each with the numbers that explain it.
+import { byKey } from './by-key.mjs'
+import { ratio } from './stats.mjs'
+
+const fmt = (x, unit = '') => (x === null || x === undefined ? 'n/a' : `${x.toLocaleString('en-US')}${unit}`)
+
+export function evaluateTargets ({ http, overhead, login, coalescing, hotPath }) {
+  const { noop, naive, buffered, fire } = byKey(http.results)
+  const p99Ratio = http.ratios.bufferedP99VsNaive
+  const worstOverhead = overhead.comparisons.reduce((a, b) => (b.overheadPct > a.overheadPct ? b : a))
+  const { roOff, rwOff, roOn, rwOn } = byKey(login.results)
+  const { naive: uncoalesced, buffered: coalesced } = byKey(coalescing.results)
+  const slowest = hotPath.results.reduce((a, b) => (b.nsPerOp > a.nsPerOp ? b : a))
+  return [
+    {
+      suite: 'http',
+      target: 'HTTP: WriteBuffer ≥ 8x naive req/s, p99 ≤ 2x naive',
+      measured: `${fmt(http.ratios.bufferedVsNaive, 'x')} req/s, p99 ${fmt(p99Ratio, 'x')}`,
+      met: http.ratios.bufferedVsNaive >= 8 && p99Ratio !== null && p99Ratio <= 2,
+      notes: `naive ${fmt(naive.rate)} req/s (${fmt(naive.dbCommandsPer1kWrites)} inserts/1k req); WriteBuffer ${fmt(buffered.rate)} req/s ` +
+        `(${fmt(buffered.dbCommandsPer1kWrites)} inserts/1k req, avg batch ${fmt(buffered.avgBatch)}); ` +
+        `fire-and-forget ${fmt(fire.rate)} req/s; the no-I/O ceiling of this process is ${fmt(ratio(noop.rate, naive.rate), 'x')} naive ` +
+        `(${fmt(noop.rate)} req/s: app, load generator and DB share the cores), so WriteBuffer ran at ${fmt(http.ratios.bufferedVsCeiling, 'x')} of it`,
+    },
+    {
+      suite: 'overhead',
+      target: 'Buffer overhead ≤ 10% of raw bulkWrite',
+      measured: overhead.comparisons.map(c => `${fmt(c.overheadPct, '%')} @${c.batchSize}`).join(', '),
+      met: worstOverhead.overheadPct <= 10,
+      notes: `worst at maxBatchSize ${worstOverhead.batchSize}: buffer ${fmt(worstOverhead.bufferRate)} vs ${fmt(worstOverhead.bestRawRate)} ops/s (${worstOverhead.bestRaw}); ` +
+        `buffer avg batch ${fmt(worstOverhead.bufferAvgBatch)}; negative = buffer faster`,
+    },
+    {
+      suite: 'login',
+      target: 'Cache on ≥ 5x cache off (login with update)',
+      measured: fmt(login.ratios.cacheOnVsOffWithUpdate, 'x'),
+      met: login.ratios.cacheOnVsOffWithUpdate >= 5,
+      notes: `write-bound: each login awaits its update; with the cache on it ran at ${fmt(rwOn.rate)} req/s (${fmt(rwOn.updateStatementsPerS)} update statements/s reached the server) ` +
+        `vs ${fmt(roOn.rate)} req/s read-only; off: ${fmt(rwOff.rate)} req/s`,
+    },
+    {
+      suite: 'login',
+      target: 'Cache on ≥ 5x cache off (read-only login)',
+      measured: fmt(login.ratios.cacheOnVsOffReadOnly, 'x'),
+      met: login.ratios.cacheOnVsOffReadOnly >= 5,
+      notes: `${fmt(roOff.rate)} → ${fmt(roOn.rate)} req/s; finds per 1k logins ${fmt(roOff.findsPer1kLogins)} → ${fmt(roOn.findsPer1kLogins)}`,
+    },
+    {
+      suite: 'login',
+      target: '≤ 1 DB read per user per TTL (cache on)',
+      measured: `max ${rwOn.maxFindsForOneUser} find(s) for one user, avg ${fmt(rwOn.findsPerUser)}`,
+      met: rwOn.maxFindsForOneUser <= 1 && rwOn.appAgeS * 1000 <= login.cacheTtlMs,
+      notes: `counted over the cache-on app's life (warm-up + both runs, ${fmt(rwOn.appAgeS)} s, within one ${login.cacheTtlMs / 1000} s TTL); ` +
+        `finds per 1k logins in the timed runs: read-only ${fmt(roOn.findsPer1kLogins)}, with update ${fmt(rwOn.findsPer1kLogins)}`,
+    },
+    {
+      suite: 'coalescing',
+      target: '≤ 10 DB update ops for 1,000 coalescable updates',
+      measured: `${coalesced.updateStatements} update statements in ${coalesced.updateCommands} command(s)`,
+      met: coalesced.updateStatements <= 10,
+      notes: `naive sends ${uncoalesced.updateStatements}; buffered throughput ${fmt(coalescing.ratios.bufferedVsNaive, 'x')} naive; counts correct: ${coalesced.countsCorrect}, last write wins: ${coalesced.lastWriteWins}`,
+    },
+    {
+      suite: 'hotPath',
+      target: 'Hot path ≤ 2 µs/op',
+      measured: hotPath.results.map(r => `${r.kind} ${fmt(r.nsPerOp / 1000, ' µs')}`).join(', '),
+      met: slowest.nsPerOp <= 2000,
+      notes: `harness alone ${fmt(hotPath.baseline.nsPerOp)} ns/op; allocations ${hotPath.results.map(r => `${r.kind} ${fmt(r.bytesPerOp, ' B')}`).join(', ')} per op`,
+    },
+  ]
+}

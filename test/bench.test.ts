@@ -1,0 +1,55 @@
+import { execFile } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { describe, expect, inject, it } from 'vitest'
+
+const run = promisify(execFile)
+const root = fileURLToPath(new URL('..', import.meta.url))
+const SUITES = ['raw', 'overhead', 'http', 'login', 'coalescing', 'hotPath'] as const
+
+interface Row { name: string, rate: unknown, dbCommandsPer1kWrites: unknown }
+interface Report {
+  mode: string
+  machine: { cpus: unknown, node: unknown, server: { source: unknown, version: unknown } }
+  suites: Record<string, { results: Row[], ratios: Record<string, unknown> }>
+  targets: Array<{ target: string, met: unknown }>
+}
+
+describe('bench/run.mjs --quick', () => {
+  it('writes every suite with numeric results, without touching bench/results', async () => {
+    if (!existsSync(join(root, 'dist/index.js'))) await run('npm', ['run', 'build'], { cwd: root })
+    const out = await mkdtemp(join(tmpdir(), 'fwb-bench-'))
+    try {
+      await run(process.execPath, ['bench/run.mjs', '--quick', '--out', out], {
+        cwd: root,
+        env: { ...process.env, MONGODB_URI: inject('mongoUri') },
+        timeout: 170_000,
+        maxBuffer: 16 * 1024 * 1024,
+      })
+      const report = JSON.parse(await readFile(join(out, 'latest.json'), 'utf8')) as Report
+      expect(report.mode).toBe('quick')
+      expect(report.machine.cpus).toEqual(expect.any(Number))
+      expect(report.machine.node).toBe(process.versions.node)
+      expect(report.machine.server.version).toEqual(expect.any(String))
+      expect(Object.keys(report.suites).sort()).toEqual([...SUITES].sort())
+      for (const key of SUITES) {
+        const suite = report.suites[key]!
+        expect(suite.results.length, key).toBeGreaterThan(0)
+        for (const row of suite.results) {
+          expect(row.rate, `${key}: ${row.name}`).toEqual(expect.any(Number))
+          expect(row.dbCommandsPer1kWrites, `${key}: ${row.name}`).toEqual(expect.any(Number))
+        }
+        for (const [name, value] of Object.entries(suite.ratios)) expect(value, `${key}.ratios.${name}`).toEqual(expect.any(Number))
+      }
+      expect(report.targets.length).toBeGreaterThan(0)
+      for (const t of report.targets) expect(t.met, t.target).toEqual(expect.any(Boolean))
+      expect(await readFile(join(out, 'latest.svg'), 'utf8')).toMatch(/^<svg[\s\S]*<\/svg>\n$/)
+    } finally {
+      await rm(out, { recursive: true, force: true })
+    }
+  }, 180_000)
+})
