@@ -1,6 +1,6 @@
 import type { Collection } from 'mongodb'
 import { tryCoalesce } from './coalesce.js'
-import { INSERT, KIND_GROUP, QUEUED, type WriteOp } from './write-op.js'
+import { INSERT, KIND_GROUP, QUEUED, UPDATE_ONE, type WriteOp } from './write-op.js'
 
 /**
  * The queue of one collection and the rule that picks a batch from it.
@@ -20,8 +20,11 @@ export class CollectionQueue {
   coalesced = 0
   /** batches in flight or waiting to be retried */
   busy = 0
-  /** targets of ops in flight or in retry backoff → how many */
-  readonly held = new Map<string, number>()
+  /**
+   * Targets of ops taken into a batch, in flight or in retry backoff. A target is held by
+   * one op at a time (a retried op is re-held only after its batch released it), so a Set.
+   */
+  readonly held = new Set<string>()
   /**
    * Fast path. While the queue holds only inserts with an `_id` we generated, no two of
    * them can share a target (or match anything in flight), so batches are taken without
@@ -51,10 +54,9 @@ export class CollectionQueue {
     this.bytes -= op.bytes
   }
 
-  /** The batch goes on the wire: its targets block later writes to the same documents. */
+  /** The batch goes on the wire (a slow-path batch had its targets held by `take`). */
   holdBatch (batch: WriteOp[], fresh: boolean): void {
     if (fresh) this.#freshInFlight.add(batch)
-    else for (const op of batch) this.hold(op.target)
   }
 
   releaseBatch (batch: WriteOp[]): void {
@@ -71,13 +73,11 @@ export class CollectionQueue {
   lastTakeFresh = false
 
   hold (target: string): void {
-    this.held.set(target, (this.held.get(target) ?? 0) + 1)
+    this.held.add(target)
   }
 
   release (target: string): void {
-    const n = this.held.get(target) ?? 0
-    if (n <= 1) this.held.delete(target)
-    else this.held.set(target, n - 1)
+    this.held.delete(target)
   }
 
   /** Puts ops back at the head, in their original order (retries, ordered leftovers). */
@@ -113,38 +113,34 @@ export class CollectionQueue {
     let i = this.head
     for (; i < end; i++) {
       const op = items[i] as WriteOp
-      if (op.state !== QUEUED) continue
-      if (op.deadline !== 0 && op.deadline <= now) {
-        this.forget(op)
-        expired.push(op)
-        continue
-      }
+      if (!this.#live(op, now, expired)) continue
       if (batch !== null && (batch.length >= maxCount || bytes + op.bytes > maxBytes)) break
       const target = op.target
       const g = KIND_GROUP[op.kind] as number
       if (this.ordered) {
         // strict submission order: a run of one command group from the head
         if (group !== -1 && g !== group) break
-      } else if (this.held.has(target) || blocked?.has(target) === true || (group !== -1 && g !== group)) {
+      } else if (this.held.has(target)) {
+        // in flight, or taken into this batch already: then it may merge into that op,
+        // unless an op of the same target was skipped in between
+        const leader = taken?.get(target)
+        if (leader !== undefined && blocked?.has(target) !== true && !op.noMerge && !leader.noMerge && tryCoalesce(leader, op)) {
+          this.coalesced++
+          this.forget(op)
+          continue
+        }
         ;(kept ??= []).push(op)
         ;(blocked ??= new Set()).add(target)
         continue
-      } else if (taken !== null) {
-        const leader = taken.get(target)
-        if (leader !== undefined) {
-          if (coalesce && !op.noMerge && !leader.noMerge && tryCoalesce(leader, op)) {
-            this.coalesced++
-            this.forget(op)
-            continue
-          }
-          ;(kept ??= []).push(op)
-          ;(blocked ??= new Set()).add(target)
-          continue
-        }
+      } else if (blocked?.has(target) === true || (group !== -1 && g !== group)) {
+        ;(kept ??= []).push(op)
+        ;(blocked ??= new Set()).add(target)
+        continue
       }
       group = g
       ;(batch ??= []).push(op)
-      if (!this.ordered) (taken ??= new Map()).set(target, op)
+      this.held.add(target)
+      if (coalesce && op.kind === UPDATE_ONE && !this.ordered) (taken ??= new Map()).set(target, op)
       bytes += op.bytes
       this.forget(op)
     }
@@ -167,12 +163,7 @@ export class CollectionQueue {
     let i = this.head
     for (; i < end; i++) {
       const op = items[i] as WriteOp
-      if (op.state !== QUEUED) continue
-      if (op.deadline !== 0 && op.deadline <= now) {
-        this.forget(op)
-        expired.push(op)
-        continue
-      }
+      if (!this.#live(op, now, expired)) continue
       if (batch !== null && (batch.length >= maxCount || bytes + op.bytes > maxBytes)) break
       ;(batch ??= []).push(op)
       bytes += op.bytes
@@ -216,12 +207,17 @@ export class CollectionQueue {
 
   /** Ops past their deadline, removed from the queue (they stay in `items` as skipped). */
   expire (now: number, expired: WriteOp[]): void {
-    for (let i = this.head; i < this.items.length; i++) {
-      const op = this.items[i] as WriteOp
-      if (op.state === QUEUED && op.deadline !== 0 && op.deadline <= now) {
-        this.forget(op)
-        expired.push(op)
-      }
+    for (let i = this.head; i < this.items.length; i++) this.#live(this.items[i] as WriteOp, now, expired)
+  }
+
+  /** Whether a queued op can be taken; one past its deadline leaves the queue for `expired`. */
+  #live (op: WriteOp, now: number, expired: WriteOp[]): boolean {
+    if (op.state !== QUEUED) return false
+    if (op.deadline !== 0 && op.deadline <= now) {
+      this.forget(op)
+      expired.push(op)
+      return false
     }
+    return true
   }
 }

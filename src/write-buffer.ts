@@ -407,14 +407,14 @@ export class WriteBuffer {
       o.logger.error({ collection: queue.name, ops: batch.length, failed, retrying: retry.length, err: describeError(failure.error) },
         'write buffer: batch failed')
     }
+    this.#finish(queue, batch)
     if (retry.length > 0) {
-      // Keep the targets held while backing off: a later write to the same document must
-      // not overtake the retried one.
+      // Hold the targets again while backing off (synchronously, before any pump runs):
+      // a later write to the same document must not overtake the retried one.
       this.#stats.retries++
       for (const op of retry) queue.hold(op.target)
       this.#backoff(queue, retry)
     }
-    this.#finish(queue, batch)
   }
 
   /** Whether the driver's own retryable writes may have re-sent a batch before we saw its error. */
