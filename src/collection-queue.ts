@@ -1,6 +1,6 @@
 import type { Collection } from 'mongodb'
 import { tryCoalesce } from './coalesce.js'
-import { INSERT, KIND_GROUP, QUEUED, UPDATE_ONE, type WriteOp } from './write-op.js'
+import { INSERT, KIND_GROUP, QUEUED, type WriteOp } from './write-op.js'
 
 /**
  * The queue of one collection and the rule that picks a batch from it.
@@ -21,10 +21,11 @@ export class CollectionQueue {
   /** batches in flight or waiting to be retried */
   busy = 0
   /**
-   * Targets of ops taken into a batch, in flight or in retry backoff. A target is held by
-   * one op at a time (a retried op is re-held only after its batch released it), so a Set.
+   * Target → the op holding it: taken into the batch being built (still QUEUED: later
+   * same-target updates may merge into it), in flight, or in retry backoff. One holder
+   * per target: a retried op is re-held only after its batch released it.
    */
-  readonly held = new Set<string>()
+  readonly held = new Map<string, WriteOp>()
   /**
    * Fast path. While the queue holds only inserts with an `_id` we generated, no two of
    * them can share a target (or match anything in flight), so batches are taken without
@@ -65,15 +66,15 @@ export class CollectionQueue {
   }
 
   #materialize (): void {
-    for (const batch of this.#freshInFlight) for (const op of batch) this.hold(op.target)
+    for (const batch of this.#freshInFlight) for (const op of batch) this.hold(op)
     this.#freshInFlight.clear()
   }
 
   /** whether the last `take` used the fresh-insert fast path */
   lastTakeFresh = false
 
-  hold (target: string): void {
-    this.held.add(target)
+  hold (op: WriteOp): void {
+    this.held.set(op.target, op)
   }
 
   release (target: string): void {
@@ -107,7 +108,6 @@ export class CollectionQueue {
     let batch = null as WriteOp[] | null
     let group = -1
     let bytes = 0
-    let taken = null as Map<string, WriteOp> | null
     let blocked = null as Set<string> | null
     let kept = null as WriteOp[] | null
     let i = this.head
@@ -121,10 +121,11 @@ export class CollectionQueue {
         // strict submission order: a run of one command group from the head
         if (group !== -1 && g !== group) break
       } else if (this.held.has(target)) {
-        // in flight, or taken into this batch already: then it may merge into that op,
-        // unless an op of the same target was skipped in between
-        const leader = taken?.get(target)
-        if (leader !== undefined && blocked?.has(target) !== true && !op.noMerge && !leader.noMerge && tryCoalesce(leader, op)) {
+        // in flight, or taken into this batch already (still QUEUED): then it may merge into
+        // that op, unless an op of the same target was skipped in between
+        const leader = this.held.get(target) as WriteOp
+        if (coalesce && leader.state === QUEUED && blocked?.has(target) !== true && !op.noMerge && !leader.noMerge &&
+          tryCoalesce(leader, op)) {
           this.coalesced++
           this.forget(op)
           continue
@@ -139,8 +140,7 @@ export class CollectionQueue {
       }
       group = g
       ;(batch ??= []).push(op)
-      this.held.add(target)
-      if (coalesce && op.kind === UPDATE_ONE && !this.ordered) (taken ??= new Map()).set(target, op)
+      this.held.set(target, op)
       bytes += op.bytes
       this.forget(op)
     }

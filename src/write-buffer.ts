@@ -35,6 +35,16 @@ interface FlushWaiter { epoch: number, resolve: () => void }
 
 const EMPTY: Readonly<Record<string, never>> = Object.freeze({})
 
+// One executor for every write's promise (it runs synchronously inside `new Promise`),
+// instead of a fresh closure per write.
+let settling: WriteOp | null = null
+function takeResolvers (resolve: (r: WriteResult) => void, reject: (e: Error) => void): void {
+  const op = settling as WriteOp
+  op.resolve = resolve
+  op.reject = reject
+  settling = null
+}
+
 /**
  * Queues the writes of many callers and sends them as unordered bulkWrites.
  *
@@ -204,7 +214,8 @@ export class WriteBuffer {
     if (this.#closed) {
       return Promise.reject(new WriteBufferError(ErrorCodes.CLOSED, 'write buffer is closed', 'not-sent', 0))
     }
-    const promise = new Promise<WriteResult>((resolve, reject) => { op.resolve = resolve; op.reject = reject })
+    settling = op
+    const promise = new Promise<WriteResult>(takeResolvers)
     op.queue = queue
     op.epoch = this.#epoch
     this.#epochCounts[this.#epoch - this.#epochBase]!++
@@ -412,7 +423,7 @@ export class WriteBuffer {
       // Hold the targets again while backing off (synchronously, before any pump runs):
       // a later write to the same document must not overtake the retried one.
       this.#stats.retries++
-      for (const op of retry) queue.hold(op.target)
+      for (const op of retry) queue.hold(op)
       this.#backoff(queue, retry)
     }
   }
