@@ -1,4 +1,4 @@
-import { BSON } from 'mongodb'
+import { BSON, ObjectId } from 'mongodb'
 
 /**
  * Approximate BSON size of a document, measured once per write (the batch byte budget and
@@ -30,9 +30,11 @@ function valueSize (v: unknown, depth: number): number {
         return n
       }
       if (v instanceof Date) return 8
-      const bsontype = (v as { _bsontype?: unknown })._bsontype
-      if (bsontype === 'ObjectId') return 12
-      if (bsontype !== undefined || ArrayBuffer.isView(v) || v instanceof Map || typeof (v as { toBSON?: unknown }).toBSON === 'function') {
+      if (v instanceof ObjectId) return 12
+      // anything else typed (other BSON types, look-alikes from JSON, RegExp, buffers…)
+      // is measured exactly by the serializer, which also rejects what it cannot encode
+      if ((v as { _bsontype?: unknown })._bsontype !== undefined || v instanceof RegExp || ArrayBuffer.isView(v) ||
+        v instanceof Map || typeof (v as { toBSON?: unknown }).toBSON === 'function') {
         throw new NeedsExact()
       }
       return objectSize(v as Record<string, unknown>, depth + 1)

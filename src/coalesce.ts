@@ -100,6 +100,9 @@ export function split (leader: WriteOp): WriteOp[] {
   leader.originalUpdate = null
   leader.followers = null
   leader.noMerge = true
-  for (const f of followers) f.noMerge = true
+  for (const f of followers) {
+    f.noMerge = true
+    f.maybeApplied ||= leader.maybeApplied // an earlier attempt of the merged op may have applied it
+  }
   return followers
 }

@@ -125,8 +125,9 @@ export class CollectionQueue {
         // that op, unless an op of the same target was skipped in between
         const leader = this.held.get(target) as WriteOp
         if (coalesce && leader.state === QUEUED && blocked?.has(target) !== true && !op.noMerge && !leader.noMerge &&
-          tryCoalesce(leader, op)) {
+          bytes + op.bytes <= maxBytes && tryCoalesce(leader, op)) {
           this.coalesced++
+          bytes += op.bytes // the merged update grows: it counts against the batch budget
           this.forget(op)
           continue
         }

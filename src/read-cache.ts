@@ -52,6 +52,7 @@ interface Entry {
 interface Flight {
   key: string
   name: string
+  projected: boolean
   /** writes pending when the read started or noted while it runs: they may race it */
   writes: WriteOp[]
   promise: Promise<Uint8Array | null>
@@ -228,32 +229,39 @@ export class ReadCache {
     }
     const flight = this.#flights.get(key)
     if (flight !== undefined) {
-      // Join the read in progress; afterwards, make sure no write noted since we joined
-      // could have changed its answer (else read again on our own).
-      const from = flight.writes.length
+      // Join the read in progress; take its answer only if it would be cached, i.e. no write
+      // pending when it started or noted since (before or after we joined) could change it.
       const bytes = await flight.promise
       const doc = bytes === null ? null : BSON.deserialize(bytes)
-      if (!this.#raced(flight.writes, from, doc, f)) {
+      if (!this.#raced(flight.writes, doc, f, flight.projected)) {
         this.#stats.dedupes++
         return doc
       }
       return this.findOne(collection, name, f, options)
     }
     this.#stats.misses++
-    const own: Flight = { key, name, writes: [...(this.#pending.get(name) ?? [])], promise: null as unknown as Promise<Uint8Array | null> }
-    own.promise = this.#load(collection, name, f, options, own)
+    const own: Flight = {
+      key, name, projected: projection !== undefined, writes: [...(this.#pending.get(name) ?? [])], promise: null as unknown as Promise<Uint8Array | null>,
+    }
+    // registered before the load starts: its `finally` must find it to remove it
     this.#flights.set(key, own)
     let byName = this.#flightsByName.get(name)
     if (byName === undefined) this.#flightsByName.set(name, byName = new Set())
     byName.add(own)
+    own.promise = this.#load(collection, name, f, options, own)
     const bytes = await own.promise
     return bytes === null ? null : BSON.deserialize(bytes)
   }
 
-  #raced (writes: WriteOp[], from: number, doc: Document | null, filter: Filter): boolean {
-    if (writes.length === from) return false
+  #raced (writes: WriteOp[], doc: Document | null, filter: Filter, projected: boolean): boolean {
+    if (writes.length === 0) return false
     const fields = fieldsOf(filter)
-    for (let i = from; i < writes.length; i++) if (this.#affects(writes[i] as WriteOp, doc, filter, fields)) return true
+    for (const op of writes) {
+      // a projected document may lack the fields a write's filter tests: any write that may
+      // select it counts
+      if (projected && op.kind !== INSERT && !disjoint(bodyOf(op).filter, filter)) return true
+      if (this.#affects(op, doc, filter, fields)) return true
+    }
     return false
   }
 
@@ -275,7 +283,7 @@ export class ReadCache {
       const doc = await collection.findOne(filter, options)
       const bytes = doc === null ? null : BSON.serialize(doc)
       // cache only if no write pending at the start or noted since could have changed the answer
-      if (!this.#raced(flight.writes, 0, doc, filter)) {
+      if (!this.#raced(flight.writes, doc, filter, flight.projected)) {
         this.#store(flight.key, name, filter, options?.projection !== undefined, bytes, doc)
       }
       return bytes

@@ -2,7 +2,7 @@ import { ObjectId } from 'mongodb'
 import type { Document } from 'mongodb'
 import { bsonSize } from './bson-size.js'
 import { InvalidWriteError, describe } from './errors.js'
-import { targetOf } from './target.js'
+import { targetOf, targetOfId } from './target.js'
 import {
   WriteOp, INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, type Kind,
 } from './write-op.js'
@@ -119,7 +119,16 @@ export function buildInsert (doc: unknown, options: WriteOptions | undefined): W
     ownId = true
   }
   const bytes = sizeOf('document', doc)
-  return new WriteOp(INSERT, { insertOne: { document: doc } }, null, bytes, doc._id, ownId)
+  // a generated _id's target is computed only if ever needed; a caller's _id is checked now
+  let target: string | null = null
+  if (!ownId) {
+    try {
+      target = targetOfId(doc._id)
+    } catch (err) {
+      throw new InvalidWriteError(`_id cannot be serialized to BSON (${(err as Error).message}): ${describe(doc._id)}`)
+    }
+  }
+  return new WriteOp(INSERT, { insertOne: { document: doc } }, target, bytes, doc._id, ownId)
 }
 
 export function buildUpdate (many: boolean, filter: unknown, update: unknown, options: UpdateOptions | undefined): WriteOp {

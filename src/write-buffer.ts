@@ -79,6 +79,7 @@ export class WriteBuffer {
   #waiters: WriteOp[] = []
   #waitHead = 0
   #liveWaiters = 0
+  #mayRetryKnown: boolean | undefined
   readonly #finished = new WeakSet<WriteOp[]>()
   #backoffs = new Set<{ timer: NodeJS.Timeout, queue: CollectionQueue, ops: WriteOp[] }>()
   // flush(): writes are counted per epoch; flush() opens a new epoch and resolves when
@@ -89,7 +90,18 @@ export class WriteBuffer {
   #unsettled = 0
   #flushWaiters: FlushWaiter[] = []
   #stats = { batches: 0, flushedOps: 0, failedOps: 0, coalescedOps: 0, retries: 0 }
-  readonly #pumpTask = (): void => { this.#pumpScheduled = false; this.#pump() }
+  readonly #pumpTask = (): void => {
+    this.#pumpScheduled = false
+    try {
+      this.#pump()
+    } catch (bug) {
+      // never expected; but a throw here must neither crash the process from a microtask
+      // nor stall the buffer: try again at the next interval
+      this.#o.logger?.error({ err: bug }, 'write buffer: internal error while building a batch')
+      this.#timerArmed = false
+      this.#armTimer()
+    }
+  }
 
   constructor (db: Db, options?: WriteBufferOptions) {
     if (db === null || typeof db !== 'object' || typeof (db as Db).collection !== 'function') {
@@ -252,9 +264,11 @@ export class WriteBuffer {
       op.state = WAITING
       this.#liveWaiters++
       this.#waiters.push(op)
+      this.cache?.noteWrite(queue.name, op) // a read after this call must see it, even while it waits
       return promise
     }
     this.#admit(op)
+    this.cache?.noteWrite(queue.name, op)
     return promise
   }
 
@@ -264,7 +278,6 @@ export class WriteBuffer {
     this.#pending++
     this.#pendingBytes += op.bytes
     queue.push(op)
-    this.cache?.noteWrite(queue.name, op)
     if (queue.size >= this.#o.maxBatchSize || queue.bytes >= this.#o.maxBatchBytes) {
       this.#due = true
       this.#schedulePump()
@@ -433,9 +446,16 @@ export class WriteBuffer {
     const client = (this.db as unknown as { client?: DriverClientView }).client
     if (client?.options?.retryWrites === false) return false
     const servers = client?.topology?.description?.servers
-    if (servers === undefined || servers.size === 0) return true
-    for (const server of servers.values()) if (server.type !== 'Standalone') return true
-    return false // standalone servers have no retryable writes
+    let known: boolean | undefined
+    if (servers !== undefined) {
+      for (const server of servers.values()) {
+        // an Unknown server (down right now) says nothing: keep what we last knew
+        if (server.type === 'Standalone') known ??= false
+        else if (server.type !== undefined && server.type !== 'Unknown') known = true
+      }
+    }
+    if (known !== undefined) this.#mayRetryKnown = known
+    return this.#mayRetryKnown ?? true // standalone servers have no retryable writes
   }
 
   #backoff (queue: CollectionQueue, ops: WriteOp[]): void {
@@ -509,21 +529,23 @@ export class WriteBuffer {
         // A merged update was refused (the statement applied nothing): one caller's part may
         // be to blame, so split it and retry each caller's own update, one after another.
         const followers = splitMerged(op)
-        for (const o of [op, ...followers]) { o.state = QUEUED; split.push(o) }
+        queue.coalesced -= followers.length
+        split.push(op, ...followers)
       } else {
         const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : 'rejected'
         failed += this.#rejectAll(op, new WriteRejectedError(we.code, we.errmsg ?? 'write failed', op.attempts, we.errInfo, outcome))
       }
     }
     this.#stats.flushedOps += acked
+    for (const op of leftovers) { op.state = QUEUED; op.attempts-- }
+    for (const op of split) op.state = QUEUED
+    if (leftovers.length > 0) queue.requeueFront(leftovers)
+    if (split.length > 0) queue.requeueFront(split)
+    this.#finish(queue, batch)
     if (this.#o.logger !== undefined) {
       this.#o.logger.warn({ collection: queue.name, ops: batch.length, acked, rejected: failed, code: err.writeErrors[0]?.code },
         'write buffer: writes rejected by the server')
     }
-    for (const op of leftovers) { op.state = QUEUED; op.attempts-- }
-    if (leftovers.length > 0) queue.requeueFront(leftovers)
-    if (split.length > 0) queue.requeueFront(split)
-    this.#finish(queue, batch)
   }
 
   /** Last resort for a bug in result handling: nobody may hang. */
@@ -571,6 +593,7 @@ export class WriteBuffer {
       this.#liveWaiters--
       this.#detach(op)
       this.#settleEpoch(op)
+      this.cache?.settleWrite((op.queue as CollectionQueue).name, op, false)
     } else {
       this.#settle(op, false)
     }

@@ -31,6 +31,8 @@ describe('bad input is rejected at once and never poisons a batch', () => {
       ['document over 16 MiB', () => any.insertOne!({ big: 'x'.repeat(17 * 1024 * 1024) }), /over the 16 MiB/],
       ['upsert not boolean', () => any.updateOne!({ _id: 1 }, { $set: { a: 1 } }, { upsert: 'yes' }), /upsert must be a boolean/],
       ['bad signal', () => any.insertOne!({ a: 1 }, { signal: 'nope' }), /signal must be an AbortSignal/],
+      ['forged BSON type from JSON', () => any.insertOne!(JSON.parse('{"_id":{"_bsontype":"ObjectId"}}')), /cannot be serialized/],
+      ['huge RegExp', () => any.insertOne!({ re: new RegExp('x'.repeat(17 * 1024 * 1024)) }), /over the 16 MiB/],
     ]
     const good = Array.from({ length: 50 }, (_, i) => c.insertOne({ i }))
     const outcomes = await Promise.allSettled(bad.map(([, call]) => call()))
