@@ -8,4 +8,5 @@ export {
 export type { WriteBufferOptions, CacheOptions, RetryOptions, Logger } from './options.js'
 export type { WriteOptions, UpdateOptions, ReplaceOptions, DeleteOptions } from './validate.js'
 export type { InsertResult, UpdateResult, DeleteResult, WriteResult } from './write-op.js'
+export { BATCH_CHANNEL, type BatchMessage } from './telemetry.js'
 export { default, writeBufferPlugin, type WriteBufferPluginOptions } from './plugin.js'

@@ -6,6 +6,7 @@ import { split as splitMerged } from './coalesce.js'
 import { ErrorCodes, WriteBufferError, WriteRejectedError, type WriteOutcome } from './errors.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
 import { ReadCache } from './read-cache.js'
+import { batchChannel, publishBatch } from './telemetry.js'
 import { validateCollectionName, type WriteOptions } from './validate.js'
 import {
   INSERT, IN_FLIGHT, QUEUED, REPLACE_ONE, SETTLED, UPDATE_ONE, WAITING,
@@ -365,9 +366,16 @@ export class WriteBuffer {
       models[i] = op.model
     }
     queue.holdBatch(batch, fresh)
+    const started = batchChannel.hasSubscribers ? performance.now() : -1
     queue.collection.bulkWrite(models, queue.ordered ? this.#bulkOrdered : this.#bulkUnordered).then(
-      result => { this.#onResult(queue, batch, result, 0) },
-      async err => { await this.#onError(queue, batch, err) },
+      result => {
+        this.#onResult(queue, batch, result, 0)
+        if (started >= 0) publishBatch(queue.name, batch.length, started, undefined)
+      },
+      async err => {
+        await this.#onError(queue, batch, err)
+        if (started >= 0) publishBatch(queue.name, batch.length, started, err)
+      },
     ).catch(bug => {
       // a bug in result handling must not strand the batch: settle whoever is left
       this.#failBatch(queue, batch, bug)

@@ -105,4 +105,23 @@ describe('batching', () => {
     expect(settled).toBe('ok')
     await wb.close()
   })
+
+  it('publishes one diagnostics_channel message per bulkWrite, none per write', async () => {
+    const { subscribe, unsubscribe } = await import('node:diagnostics_channel')
+    const { BATCH_CHANNEL } = await import('../src/index.js')
+    const seen: Array<{ collection: string, ops: number, durationMs: number }> = []
+    const listener = (m: unknown): void => { seen.push(m as { collection: string, ops: number, durationMs: number }) }
+    subscribe(BATCH_CHANNEL, listener)
+    try {
+      const wb = new WriteBuffer(db, { maxBatchSize: 100 })
+      const c = wb.collection('telemetry')
+      await Promise.all(Array.from({ length: 250 }, (_, i) => c.insertOne({ i })))
+      expect(seen.map(m => m.ops).reduce((a, b) => a + b, 0)).toBe(250)
+      expect(seen.length).toBe(wb.stats().batches)
+      expect(seen.every(m => m.collection === 'telemetry' && m.durationMs >= 0)).toBe(true)
+      await wb.close()
+    } finally {
+      unsubscribe(BATCH_CHANNEL, listener)
+    }
+  })
 })
