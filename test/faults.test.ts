@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { MongoClient, type Db } from 'mongodb'
 import { WriteBuffer } from '../src/index.js'
@@ -6,6 +9,17 @@ import { Ledger } from './support/ledger.js'
 import { mongoUri, openDb } from './helpers.js'
 
 const target = hostPortOf(mongoUri())
+const devDb = fileURLToPath(new URL('../scripts/dev-db.sh', import.meta.url))
+const run = promisify(execFile)
+/** The real server can be stopped and started only when it is the project's own stand-in. */
+async function standInRunning (): Promise<boolean> {
+  try {
+    const { stdout } = await run('bash', [devDb, 'status'])
+    return stdout.trim() === mongoUri().replace(/\/?$/, '/')
+  } catch {
+    return false
+  }
+}
 const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))
 
 let direct: MongoClient
@@ -203,4 +217,40 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     await expect(within(30_000, first)).resolves.toMatchObject({ insertedId: expect.anything() })
     expect(await directDb.collection('stall_close').countDocuments({ n: { $exists: true } })).toBe(1)
   }, 60_000)
+
+  it('the real server process stopped and started again during load', async (ctx) => {
+    if (!await standInRunning()) ctx.skip() // an external MONGODB_URI is not ours to stop
+    const wb = new WriteBuffer(db, {
+      maxBatchSize: 100, flushIntervalMs: 2, writeTimeoutMs: 60_000, retry: { maxAttempts: 60, baseDelayMs: 50, maxDelayMs: 500 },
+    })
+    const ledger = new Ledger()
+    const c = wb.collection('restart_events')
+    const pending: Array<Promise<void>> = []
+    // writes keep coming (20 every 10 ms) from before the stop until after the restart
+    let restarted = false
+    const restart = (async () => {
+      await sleep(300)
+      await run('bash', [devDb, 'stop-ferret'])
+      await sleep(1000)
+      await run('bash', [devDb, 'start-ferret'])
+      await sleep(300)
+      restarted = true
+    })()
+    let marker = 0
+    while (!restarted) {
+      for (let j = 0; j < 20; j++, marker++) pending.push(ledger.track(marker, c.insertOne({ marker })))
+      await sleep(10)
+    }
+    await restart
+    await within(90_000, Promise.all(pending))
+    const audit = ledger.audit(await insertCopies('restart_events'))
+    report.serverRestart = { ...audit, unsettled: ledger.unsettled }
+    console.log(`server restart: retries ${wb.stats().retries}`)
+    expect(audit.lost).toBe(0)
+    expect(audit.duplicated).toBe(0)
+    expect(audit.phantom).toBe(0)
+    expect(audit.acknowledged).toBe(marker) // inserts are retry-safe: all of them made it
+    expect(wb.stats().retries).toBeGreaterThan(0) // the outage was real
+    await wb.close()
+  }, 120_000)
 })
