@@ -5,6 +5,7 @@ import { classify, isRetrySafe } from './classify.js'
 import { split as splitMerged } from './coalesce.js'
 import { ErrorCodes, WriteBufferError, WriteRejectedError, type WriteOutcome } from './errors.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
+import { FlushTracker } from './flush-tracker.js'
 import { ReadCache } from './read-cache.js'
 import { batchChannel, publishBatch } from './telemetry.js'
 import { validateCollectionName, type WriteOptions } from './validate.js'
@@ -32,7 +33,6 @@ export interface WriteBufferStats {
   retries: number
 }
 
-interface FlushWaiter { epoch: number, resolve: () => void }
 
 const EMPTY: Readonly<Record<string, never>> = Object.freeze({})
 
@@ -83,13 +83,7 @@ export class WriteBuffer {
   #mayRetryKnown: boolean | undefined
   readonly #finished = new WeakSet<WriteOp[]>()
   #backoffs = new Set<{ timer: NodeJS.Timeout, queue: CollectionQueue, ops: WriteOp[] }>()
-  // flush(): writes are counted per epoch; flush() opens a new epoch and resolves when
-  // every earlier epoch has no unsettled write left.
-  #epoch = 0
-  #epochBase = 0
-  #epochCounts: number[] = [0]
-  #unsettled = 0
-  #flushWaiters: FlushWaiter[] = []
+  readonly #flushes = new FlushTracker()
   #stats = { batches: 0, flushedOps: 0, failedOps: 0, coalescedOps: 0, retries: 0 }
   readonly #pumpTask = (): void => {
     this.#pumpScheduled = false
@@ -151,11 +145,8 @@ export class WriteBuffer {
 
   /** Resolves when every write submitted before the call has settled (acknowledged or rejected). */
   flush (): Promise<void> {
-    if (this.#unsettled === 0) return Promise.resolve()
-    const p = new Promise<void>(resolve => { this.#flushWaiters.push({ epoch: this.#epoch, resolve }) })
-    this.#epoch++
-    this.#epochCounts.push(0)
-    this.#makeDue()
+    const p = this.#flushes.flush()
+    if (this.#flushes.unsettled > 0) this.#makeDue()
     return p
   }
 
@@ -230,9 +221,7 @@ export class WriteBuffer {
     settling = op
     const promise = new Promise<WriteResult>(takeResolvers)
     op.queue = queue
-    op.epoch = this.#epoch
-    this.#epochCounts[this.#epoch - this.#epochBase]!++
-    this.#unsettled++
+    op.epoch = this.#flushes.open()
     const timeoutMs = options?.timeoutMs ?? this.#o.writeTimeoutMs
     if (timeoutMs > 0) {
       op.deadline = Date.now() + timeoutMs
@@ -643,18 +632,7 @@ export class WriteBuffer {
   }
 
   #settleEpoch (op: WriteOp): void {
-    const i = op.epoch - this.#epochBase
-    this.#epochCounts[i]!--
-    this.#unsettled--
-    if (i === 0 && this.#epochCounts[0] === 0 && this.#flushWaiters.length > 0) {
-      const counts = this.#epochCounts
-      while (counts.length > 1 && counts[0] === 0) {
-        counts.shift()
-        this.#epochBase++
-      }
-      const waiters = this.#flushWaiters
-      while (waiters.length > 0 && (waiters[0] as FlushWaiter).epoch < this.#epochBase) (waiters.shift() as FlushWaiter).resolve()
-    }
+    this.#flushes.settle(op.epoch)
   }
 
   #abort (op: WriteOp): void {

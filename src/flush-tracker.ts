@@ -1,0 +1,49 @@
+/**
+ * What `flush()` waits for: every write submitted before the call has settled.
+ *
+ * Writes are counted per epoch (a plain number on the op: no per-write allocation). A
+ * `flush()` closes the current epoch and resolves once that epoch and all earlier ones have
+ * no unsettled write left; writes submitted after the call belong to later epochs and never
+ * hold it up.
+ */
+interface Waiter { epoch: number, resolve: () => void }
+
+export class FlushTracker {
+  #epoch = 0
+  #base = 0
+  /** unsettled writes per epoch, from `#base` on */
+  readonly #counts: number[] = [0]
+  #unsettled = 0
+  readonly #waiters: Waiter[] = []
+
+  get unsettled (): number { return this.#unsettled }
+
+  /** A write was submitted: returns the epoch to hand back to `settle`. */
+  open (): number {
+    this.#counts[this.#epoch - this.#base]!++
+    this.#unsettled++
+    return this.#epoch
+  }
+
+  settle (epoch: number): void {
+    const i = epoch - this.#base
+    this.#counts[i]!--
+    this.#unsettled--
+    if (i !== 0 || this.#counts[0] !== 0 || this.#waiters.length === 0) return
+    while (this.#counts.length > 1 && this.#counts[0] === 0) {
+      this.#counts.shift()
+      this.#base++
+    }
+    const waiters = this.#waiters
+    while (waiters.length > 0 && (waiters[0] as Waiter).epoch < this.#base) (waiters.shift() as Waiter).resolve()
+  }
+
+  /** Resolves when every write opened so far has settled. */
+  flush (): Promise<void> {
+    if (this.#unsettled === 0) return Promise.resolve()
+    const p = new Promise<void>(resolve => { this.#waiters.push({ epoch: this.#epoch, resolve }) })
+    this.#epoch++
+    this.#counts.push(0)
+    return p
+  }
+}
