@@ -21,6 +21,9 @@ async function tryMemoryServer (log) {
   }
   log('trying mongodb-memory-server…')
   let timer
+  // it console.warn()s a full stack when it cannot download mongod; we report in one line
+  const warn = console.warn
+  console.warn = () => {}
   const attempt = MongoMemoryServer.create()
   const timeout = new Promise(resolve => { timer = setTimeout(resolve, 20_000, undefined) })
   try {
@@ -36,6 +39,7 @@ async function tryMemoryServer (log) {
     return undefined
   } finally {
     clearTimeout(timer)
+    console.warn = warn
   }
 }
 
