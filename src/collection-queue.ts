@@ -21,13 +21,6 @@ export class CollectionQueue {
   /** batches in flight or waiting to be retried */
   busy = 0
   /**
-   * bulkWrites in flight per command group (insert / update / delete). A group that has one
-   * in flight sends another only once a full batch is queued: until then, writes keep
-   * gathering behind the one on the wire (fewer, larger commands; the server's CPU is the
-   * scarce thing), and the batch completing sends them at once.
-   */
-  readonly inFlightByGroup = [0, 0, 0]
-  /**
    * Target → the op holding it: taken into the batch being built (still QUEUED: later
    * same-target updates may merge into it), in flight, or in retry backoff. One holder
    * per target: a retried op is re-held only after its batch released it.
@@ -107,11 +100,7 @@ export class CollectionQueue {
    */
   take (maxCount: number, maxBytes: number, coalesce: boolean, now: number, expired: WriteOp[]): WriteOp[] | null {
     if (this.ordered && this.busy > 0) return null
-    if (this.#freshOnly && !this.ordered) {
-      if (this.inFlightByGroup[0]! > 0 && this.size < maxCount && this.bytes < maxBytes) return null
-      return this.#takeFresh(maxCount, maxBytes, now, expired)
-    }
-    const gathering = this.size < maxCount && this.bytes < maxBytes
+    if (this.#freshOnly && !this.ordered) return this.#takeFresh(maxCount, maxBytes, now, expired)
     this.lastTakeFresh = false
     if (this.#freshInFlight.size > 0) this.#materialize()
     const items = this.items
@@ -145,8 +134,7 @@ export class CollectionQueue {
         ;(kept ??= []).push(op)
         ;(blocked ??= new Set()).add(target)
         continue
-      } else if (blocked?.has(target) === true || (group !== -1 && g !== group) ||
-        (group === -1 && gathering && this.inFlightByGroup[g]! > 0)) {
+      } else if (blocked?.has(target) === true || (group !== -1 && g !== group)) {
         ;(kept ??= []).push(op)
         ;(blocked ??= new Set()).add(target)
         continue

@@ -10,7 +10,7 @@ import { ReadCache } from './read-cache.js'
 import { batchChannel, publishBatch } from './telemetry.js'
 import { validateCollectionName, type WriteOptions } from './validate.js'
 import {
-  INSERT, IN_FLIGHT, KIND_GROUP, QUEUED, REPLACE_ONE, SETTLED, UPDATE_ONE, WAITING,
+  INSERT, IN_FLIGHT, QUEUED, REPLACE_ONE, SETTLED, UPDATE_ONE, WAITING,
   type WriteOp, type WriteResult,
 } from './write-op.js'
 
@@ -343,7 +343,6 @@ export class WriteBuffer {
   #send (queue: CollectionQueue, batch: WriteOp[], fresh: boolean): void {
     this.#inFlight++
     queue.busy++
-    queue.inFlightByGroup[KIND_GROUP[(batch[0] as WriteOp).kind] as number]!++
     this.#stats.batches++
     const models = new Array(batch.length)
     for (let i = 0; i < batch.length; i++) {
@@ -377,7 +376,6 @@ export class WriteBuffer {
     this.#finished.add(batch)
     queue.releaseBatch(batch)
     queue.busy--
-    queue.inFlightByGroup[KIND_GROUP[(batch[0] as WriteOp).kind] as number]!--
     this.#inFlight--
     if (this.#pending > 0 || this.#due) { this.#due = true; this.#schedulePump() }
   }
