@@ -1,7 +1,8 @@
 import type { Document } from 'mongodb'
 import type { WriteOutcome } from './errors.js'
+import { touchesFilter } from './paths.js'
 import {
-  INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, type WriteOp,
+  INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, bodyOf, type WriteOp,
 } from './write-op.js'
 
 export interface Failure {
@@ -105,8 +106,6 @@ function onlyId (filter: Document): boolean {
   return n === 1
 }
 
-interface Body { filter: Document, update?: Document | Document[], arrayFilters?: unknown }
-
 /**
  * Whether sending this write again can never apply it twice:
  * - inserts: their _id is fixed before queuing, so a second copy is a duplicate-key error;
@@ -117,22 +116,11 @@ interface Body { filter: Document, update?: Document | Document[], arrayFilters?
  */
 export function isRetrySafe (op: WriteOp): boolean {
   if (op.kind === INSERT || op.kind === DELETE_MANY) return true
-  const m = op.model as Record<string, Body>
-  const body = m.updateOne ?? m.updateMany ?? m.replaceOne ?? m.deleteOne
-  if (body === undefined) return false
+  const body = bodyOf(op)
   if (op.kind === DELETE_ONE || op.kind === REPLACE_ONE) return onlyId(body.filter)
   if (op.kind !== UPDATE_ONE && op.kind !== UPDATE_MANY) return false
   const update = body.update
   if (update === undefined || Array.isArray(update) || body.arrayFilters !== undefined) return false
-  const byId = onlyId(body.filter)
-  for (const operator in update) {
-    if (!IDEMPOTENT_OPERATORS.has(operator)) return false
-    if (byId) continue
-    for (const path in update[operator]) {
-      for (const f in body.filter) {
-        if (f.charCodeAt(0) === 36 || path === f || path.startsWith(f + '.') || f.startsWith(path + '.')) return false
-      }
-    }
-  }
-  return true
+  for (const operator in update) if (!IDEMPOTENT_OPERATORS.has(operator)) return false
+  return onlyId(body.filter) || !touchesFilter(body.filter, update)
 }

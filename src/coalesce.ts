@@ -1,5 +1,6 @@
 import type { Document } from 'mongodb'
-import { UPDATE_ONE, type WriteOp } from './write-op.js'
+import { touchesFilter, overlaps } from './paths.js'
+import { UPDATE_ONE, bodyOf, type WriteBody, type WriteOp } from './write-op.js'
 
 /**
  * Coalescing: consecutive same-target `updateOne`s made only of $set / $inc / $unset
@@ -17,31 +18,16 @@ import { UPDATE_ONE, type WriteOp } from './write-op.js'
 
 const MERGEABLE = new Set(['$set', '$inc', '$unset', '$setOnInsert'])
 
-interface UpdateBody { filter: Document, update: Document, upsert?: boolean, arrayFilters?: unknown, collation?: unknown, hint?: unknown }
-
-function bodyOf (op: WriteOp): UpdateBody {
-  return (op.model as { updateOne: UpdateBody }).updateOne
-}
-
-function overlaps (a: string, b: string): boolean {
-  if (a === b) return true
-  return a.length < b.length ? b.startsWith(a) && b.charCodeAt(a.length) === 46 : a.startsWith(b) && a.charCodeAt(b.length) === 46
-}
-
 /** Whether this op could take part in a merge at all (checked on both sides). */
-function mergeable (body: UpdateBody): boolean {
+function mergeable (body: WriteBody): boolean {
   if (body.arrayFilters !== undefined || body.collation !== undefined || body.hint !== undefined) return false
   const update = body.update
-  if (Array.isArray(update)) return false
-  for (const k in body.filter) if (k.charCodeAt(0) === 36) return false
+  if (update === undefined || Array.isArray(update)) return false
   for (const operator in update) {
     if (!MERGEABLE.has(operator)) return false
     if (operator === '$setOnInsert' && body.upsert !== true) return false
-    for (const path in update[operator]) {
-      for (const f in body.filter) if (overlaps(path, f)) return false
-    }
   }
-  return true
+  return !touchesFilter(body.filter, update)
 }
 
 /** Merges `next` into `leader` (both queued, same target). Returns false and changes nothing if it cannot. */
@@ -52,13 +38,16 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
   if ((lb.upsert === true) !== (nb.upsert === true)) return false
   if (leader.mergedUpdate === null && !mergeable(lb)) return false
   if (!mergeable(nb)) return false
-  const current = leader.mergedUpdate ?? lb.update
+  // mergeable(): both are plain update documents
+  const leaderUpdate = lb.update as Document
+  const nextUpdate = nb.update as Document
+  const current = leader.mergedUpdate ?? leaderUpdate
   // check every path of `next` against every path already present, before changing anything.
   // A follower's $setOnInsert can never apply: after the leader (an upsert) runs, the
   // document exists. So it is left out of the merge entirely.
-  for (const op in nb.update) {
+  for (const op in nextUpdate) {
     if (op === '$setOnInsert') continue
-    const fields = nb.update[op] as Document
+    const fields = nextUpdate[op] as Document
     for (const path in fields) {
       for (const op2 in current) {
         for (const path2 in current[op2]) {
@@ -74,14 +63,14 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
   let merged = leader.mergedUpdate
   if (merged === null) {
     merged = {}
-    for (const op in lb.update) merged[op] = { ...lb.update[op] }
-    leader.originalUpdate = lb.update
+    for (const op in leaderUpdate) merged[op] = { ...leaderUpdate[op] }
+    leader.originalUpdate = leaderUpdate
     leader.mergedUpdate = merged
     lb.update = merged
   }
-  for (const op in nb.update) {
+  for (const op in nextUpdate) {
     if (op === '$setOnInsert') continue
-    const fields = nb.update[op] as Document
+    const fields = nextUpdate[op] as Document
     const target = (merged[op] ??= {}) as Document
     for (const path in fields) {
       if (op === '$inc') target[path] = (target[path] === undefined ? 0 : target[path] as number) + (fields[path] as number)

@@ -3,7 +3,7 @@ import type { Collection, Document, FindOptions } from 'mongodb'
 import siftImport from 'sift'
 import { InvalidWriteError, describe } from './errors.js'
 import { targetOf, targetOfId } from './target.js'
-import { INSERT, REPLACE_ONE, DELETE_ONE, DELETE_MANY, type WriteOp } from './write-op.js'
+import { INSERT, REPLACE_ONE, DELETE_ONE, DELETE_MANY, bodyOf, type WriteBody, type WriteOp } from './write-op.js'
 
 /**
  * Read cache for hot `findOne`s (login lookups): TTL + LRU (entries and bytes),
@@ -63,14 +63,8 @@ type Filter = Document
 // sift is CommonJS: at run time its default import is the function its types call `default`
 const sift = siftImport as unknown as typeof siftImport.default
 
-function bodyOf (op: WriteOp): { filter: Filter, update?: Document | Document[], replacement?: Document, upsert?: boolean } {
-  const m = op.model as Record<string, { filter: Filter, update?: Document, replacement?: Document, upsert?: boolean }>
-  for (const k in m) return m[k] as ReturnType<typeof bodyOf>
-  throw new Error('empty model')
-}
-
 function writeDoc (op: WriteOp): Document {
-  return (op.model as { insertOne: { document: Document } }).insertOne.document
+  return bodyOf(op).document as Document
 }
 
 /** All field names a filter mentions, at any depth of $and/$or/$nor. */
@@ -412,7 +406,7 @@ export class ReadCache {
     }
   }
 
-  #patch (e: Entry, op: WriteOp, doc: Document, body: ReturnType<typeof bodyOf>): void {
+  #patch (e: Entry, op: WriteOp, doc: Document, body: WriteBody): void {
     let next: Document | null = null
     if (!e.projected) {
       if (op.kind === REPLACE_ONE && body.replacement !== undefined) {

@@ -10,6 +10,26 @@ export const DELETE_ONE = 4
 export const DELETE_MANY = 5
 export type Kind = 0 | 1 | 2 | 3 | 4 | 5
 
+/** The key of each kind's bulkWrite model, by kind. */
+const MODEL_KEYS = ['insertOne', 'updateOne', 'updateMany', 'replaceOne', 'deleteOne', 'deleteMany'] as const
+
+/** What a model carries: `{ document }` for inserts, `{ filter, update | replacement, … }` otherwise. */
+export interface WriteBody {
+  filter: Document
+  document?: Document
+  update?: Document | Document[]
+  replacement?: Document
+  upsert?: boolean
+  arrayFilters?: unknown
+  collation?: unknown
+  hint?: unknown
+}
+
+/** The op's body inside its bulkWrite model (mutable: a merge rewrites `update`). */
+export function bodyOf (op: WriteOp): WriteBody {
+  return (op.model as unknown as Record<string, WriteBody>)[MODEL_KEYS[op.kind]] as WriteBody
+}
+
 /** insert / update / delete: the server runs one write command per group. */
 export const KIND_GROUP: readonly number[] = [0, 1, 1, 1, 2, 2]
 
