@@ -55,11 +55,6 @@ export class CollectionQueue {
     this.bytes -= op.bytes
   }
 
-  /** The batch goes on the wire (a slow-path batch had its targets held by `take`). */
-  holdBatch (batch: WriteOp[], fresh: boolean): void {
-    if (fresh) this.#freshInFlight.add(batch)
-  }
-
   releaseBatch (batch: WriteOp[]): void {
     if (this.#freshInFlight.delete(batch)) return
     for (const op of batch) this.release(op.target)
@@ -69,9 +64,6 @@ export class CollectionQueue {
     for (const batch of this.#freshInFlight) for (const op of batch) this.hold(op)
     this.#freshInFlight.clear()
   }
-
-  /** whether the last `take` used the fresh-insert fast path */
-  lastTakeFresh = false
 
   hold (op: WriteOp): void {
     this.held.set(op.target, op)
@@ -101,7 +93,6 @@ export class CollectionQueue {
   take (maxCount: number, maxBytes: number, coalesce: boolean, now: number, expired: WriteOp[]): WriteOp[] | null {
     if (this.ordered && this.busy > 0) return null
     if (this.#freshOnly && !this.ordered) return this.#takeFresh(maxCount, maxBytes, now, expired)
-    this.lastTakeFresh = false
     if (this.#freshInFlight.size > 0) this.#materialize()
     const items = this.items
     const end = items.length
@@ -156,7 +147,6 @@ export class CollectionQueue {
   }
 
   #takeFresh (maxCount: number, maxBytes: number, now: number, expired: WriteOp[]): WriteOp[] | null {
-    this.lastTakeFresh = true
     const items = this.items
     const end = items.length
     let batch = null as WriteOp[] | null
@@ -172,6 +162,7 @@ export class CollectionQueue {
     if (batch !== null) {
       this.size -= batch.length
       this.bytes -= bytes
+      this.#freshInFlight.add(batch) // taken = sent at once: its targets are held lazily
     }
     this.#advance(i, end)
     return batch

@@ -187,7 +187,6 @@ export class WriteBuffer {
 
   /** close() timed out: tell every caller whose write was not sent. */
   #abandon (): void {
-    const attempts = (op: WriteOp): number => op.attempts
     for (let i = this.#waitHead; i < this.#waiters.length; i++) {
       const op = this.#waiters[i] as WriteOp
       if (op.state === WAITING) this.#reject(op, new WriteBufferError(ErrorCodes.CLOSED, 'write buffer closed before this write got room', 'not-sent', 0))
@@ -201,7 +200,7 @@ export class WriteBuffer {
       for (const op of b.ops) {
         b.queue.release(op.target)
         const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : 'not-sent'
-        this.#rejectAll(op, new WriteBufferError(ErrorCodes.CLOSED, 'write buffer closed while this write waited to be retried', outcome, attempts(op)))
+        this.#rejectAll(op, new WriteBufferError(ErrorCodes.CLOSED, 'write buffer closed while this write waited to be retried', outcome, op.attempts))
       }
     }
     for (const q of this.#queueList) {
@@ -230,7 +229,7 @@ export class WriteBuffer {
     const signal = options?.signal
     if (signal !== undefined) {
       if (signal.aborted) {
-        this.#settleEpoch(op)
+        this.#flushes.settle(op.epoch)
         op.state = SETTLED
         this.#stats.failedOps++
         op.reject(abortError(0))
@@ -244,7 +243,7 @@ export class WriteBuffer {
     if (this.#liveWaiters > 0 || this.#pending >= this.#o.maxPending ||
       (this.#pending > 0 && this.#pendingBytes + op.bytes > this.#o.maxPendingBytes)) {
       if (this.#o.onFullReject) {
-        this.#settleEpoch(op)
+        this.#flushes.settle(op.epoch)
         op.state = SETTLED
         this.#detach(op)
         this.#stats.failedOps++
@@ -324,7 +323,7 @@ export class WriteBuffer {
         const batch = queue.take(o.maxBatchSize, o.maxBatchBytes, o.coalesce, now, expired)
         queued += queue.size
         if (batch !== null) {
-          this.#send(queue, batch, queue.lastTakeFresh)
+          this.#send(queue, batch)
           sent = true
         }
       }
@@ -340,7 +339,7 @@ export class WriteBuffer {
 
   // ---- dispatch ----------------------------------------------------------------------
 
-  #send (queue: CollectionQueue, batch: WriteOp[], fresh: boolean): void {
+  #send (queue: CollectionQueue, batch: WriteOp[]): void {
     this.#inFlight++
     queue.busy++
     this.#stats.batches++
@@ -354,11 +353,10 @@ export class WriteBuffer {
       }
       models[i] = op.model
     }
-    queue.holdBatch(batch, fresh)
     const started = batchChannel.hasSubscribers ? performance.now() : -1
     queue.collection.bulkWrite(models, queue.ordered ? this.#bulkOrdered : this.#bulkUnordered).then(
       result => {
-        this.#onResult(queue, batch, result, 0)
+        this.#onResult(queue, batch, result)
         if (started >= 0) publishBatch(queue.name, batch.length, started, undefined)
       },
       async err => {
@@ -380,10 +378,10 @@ export class WriteBuffer {
     if (this.#pending > 0 || this.#due) { this.#due = true; this.#schedulePump() }
   }
 
-  #onResult (queue: CollectionQueue, batch: WriteOp[], result: BulkWriteResult | undefined, from: number): void {
+  #onResult (queue: CollectionQueue, batch: WriteOp[], result: BulkWriteResult | undefined): void {
     const upserted = result?.upsertedIds
     let acked = 0
-    for (let i = from; i < batch.length; i++) {
+    for (let i = 0; i < batch.length; i++) {
       const op = batch[i] as WriteOp
       if (op.state === SETTLED) continue
       let value: WriteResult = EMPTY
@@ -589,7 +587,7 @@ export class WriteBuffer {
       op.state = SETTLED
       this.#liveWaiters--
       this.#detach(op)
-      this.#settleEpoch(op)
+      this.#flushes.settle(op.epoch)
       this.cache?.settleWrite((op.queue as CollectionQueue).name, op, false)
     } else {
       this.#settle(op, false)
@@ -601,7 +599,7 @@ export class WriteBuffer {
     this.#pending--
     this.#pendingBytes -= op.bytes
     this.#detach(op)
-    this.#settleEpoch(op)
+    this.#flushes.settle(op.epoch)
     this.cache?.settleWrite((op.queue as CollectionQueue).name, op, ok)
     if (this.#waitHead < this.#waiters.length) this.#admitWaiters()
   }
@@ -629,10 +627,6 @@ export class WriteBuffer {
       this.#waiters = []
       this.#waitHead = 0
     }
-  }
-
-  #settleEpoch (op: WriteOp): void {
-    this.#flushes.settle(op.epoch)
   }
 
   #abort (op: WriteOp): void {
