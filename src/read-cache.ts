@@ -201,8 +201,9 @@ export class ReadCache {
         if (k !== 'projection' && (options as Record<string, unknown>)[k] !== undefined) return collection.findOne(f, options)
       }
     }
+    let test: Entry['test']
     try {
-      sift(f)
+      test = sift(f) // compiled once: the entry keeps it to match later writes
     } catch {
       return collection.findOne(f, options) // an operator the matcher cannot follow: never cached
     }
@@ -242,7 +243,7 @@ export class ReadCache {
     let byName = this.#flightsByName.get(name)
     if (byName === undefined) this.#flightsByName.set(name, byName = new Set())
     byName.add(own)
-    own.promise = this.#load(collection, name, f, options, own)
+    own.promise = this.#load(collection, name, f, test, options, own)
     const bytes = await own.promise
     return bytes === null ? null : BSON.deserialize(bytes)
   }
@@ -269,7 +270,8 @@ export class ReadCache {
     })))
   }
 
-  async #load (collection: Collection, name: string, filter: Filter, options: FindOptions | undefined, flight: Flight): Promise<Uint8Array | null> {
+  async #load (collection: Collection, name: string, filter: Filter, test: Entry['test'], options: FindOptions | undefined,
+    flight: Flight): Promise<Uint8Array | null> {
     try {
       // read-your-writes on a miss: the pending writes that may touch this filter land first
       const before = this.#pendingAffecting(name, filter)
@@ -278,7 +280,7 @@ export class ReadCache {
       const bytes = doc === null ? null : BSON.serialize(doc)
       // cache only if no write pending at the start or noted since could have changed the answer
       if (!this.#raced(flight.writes, doc, filter, flight.projected)) {
-        this.#store(flight.key, name, filter, options?.projection !== undefined, bytes, doc)
+        this.#store(flight.key, name, filter, test, options?.projection !== undefined, bytes, doc)
       }
       return bytes
     } finally {
@@ -287,12 +289,13 @@ export class ReadCache {
     }
   }
 
-  #store (key: string, name: string, filter: Filter, projected: boolean, bytes: Uint8Array | null, doc: Document | null): void {
+  #store (key: string, name: string, filter: Filter, test: Entry['test'], projected: boolean, bytes: Uint8Array | null,
+    doc: Document | null): void {
     const ttlMs = bytes === null ? this.#o.negativeTtlMs : this.#o.ttlMs
     if (ttlMs === 0) return
     const idKey = doc !== null && doc._id !== undefined ? name + '\0' + targetOfId(doc._id) : undefined
     const entry: Entry = {
-      key, name, filter, test: sift(filter), fields: fieldsOf(filter), projected, bytes, idKey, expires: Date.now() + ttlMs, ttlMs,
+      key, name, filter, test, fields: fieldsOf(filter), projected, bytes, idKey, expires: Date.now() + ttlMs, ttlMs,
     }
     const old = this.#entries.get(key)
     if (old !== undefined) this.#remove(old)
