@@ -1,10 +1,10 @@
 import type { Collection, Document, Filter, FindOptions, OptionalUnlessRequiredId, UpdateFilter, WithoutId } from 'mongodb'
-import type { ReadCache } from './read-cache.js'
+import type { ReadCache } from './cache/read-cache.js'
 import {
   buildDelete, buildInsert, buildReplace, buildUpdate,
   type DeleteOptions, type ReplaceOptions, type UpdateOptions, type WriteOptions,
-} from './validate.js'
-import type { DeleteResult, InsertResult, UpdateResult, WriteOp, WriteResult } from './write-op.js'
+} from './write/build-op.js'
+import type { DeleteResult, InsertResult, UpdateResult, WriteOp, WriteResult } from './write/write-op.js'
 
 export interface CollectionOptions {
   /**

@@ -24,7 +24,7 @@ export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes]
 export class WriteBufferError extends Error {
   readonly code: ErrorCode
   readonly outcome: WriteOutcome
-  attempts: number
+  readonly attempts: number
   /** HTTP status Fastify's error handler answers with when a route does not catch this */
   readonly statusCode: number
   /** e.g. Retry-After on WRITE_BUFFER_FULL (Fastify's error handler sends `error.headers`) */
@@ -71,7 +71,7 @@ export class WriteRejectedError extends Error {
   readonly code: number
   readonly errInfo: unknown
   readonly outcome: WriteOutcome
-  attempts: number
+  readonly attempts: number
 
   constructor (code: number, message: string, attempts: number, errInfo?: unknown, outcome: WriteOutcome = 'rejected') {
     super(message)

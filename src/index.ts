@@ -1,12 +1,12 @@
 export { WriteBuffer, type WriteBufferStats } from './write-buffer.js'
 export { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
-export { ReadCache, type ReadCacheStats } from './read-cache.js'
+export { ReadCache, type ReadCacheStats } from './cache/read-cache.js'
 export {
   ErrorCodes, WriteBufferError, InvalidWriteError, InvalidOptionError, WriteRejectedError,
   type ErrorCode, type WriteOutcome,
 } from './errors.js'
 export type { WriteBufferOptions, CacheOptions, RetryOptions, Logger } from './options.js'
-export type { WriteOptions, UpdateOptions, ReplaceOptions, DeleteOptions } from './validate.js'
-export type { InsertResult, UpdateResult, DeleteResult, WriteResult } from './write-op.js'
+export type { WriteOptions, UpdateOptions, ReplaceOptions, DeleteOptions } from './write/build-op.js'
+export type { InsertResult, UpdateResult, DeleteResult, WriteResult } from './write/write-op.js'
 export { BATCH_CHANNEL, type BatchMessage } from './telemetry.js'
 export { default, writeBufferPlugin, type WriteBufferPluginOptions } from './plugin.js'

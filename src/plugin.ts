@@ -1,8 +1,9 @@
 import fp from 'fastify-plugin'
 import { MongoClient, type Db, type MongoClientOptions } from 'mongodb'
-import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import { InvalidOptionError, describe } from './errors.js'
 import { WRITE_BUFFER_OPTION_NAMES, type WriteBufferOptions } from './options.js'
+import { releaseWriteSignal, writeSignal } from './request-signal.js'
 import { WriteBuffer } from './write-buffer.js'
 
 export interface WriteBufferPluginOptions extends WriteBufferOptions {
@@ -27,24 +28,6 @@ declare module 'fastify' {
      */
     readonly writeSignal: AbortSignal
   }
-}
-
-const kAbort = Symbol('fastify-write-buffer.abort')
-interface WithAbort { [kAbort]?: { controller: AbortController, socket: NodeJS.EventEmitter, onClose: () => void } }
-
-function writeSignal (this: FastifyRequest): AbortSignal {
-  const req = this as FastifyRequest & WithAbort
-  let state = req[kAbort]
-  if (state === undefined) {
-    const controller = new AbortController()
-    const socket = req.raw.socket
-    const onClose = (): void => { controller.abort() }
-    state = { controller, socket, onClose }
-    req[kAbort] = state
-    if (socket.destroyed) controller.abort()
-    else socket.once('close', onClose)
-  }
-  return state.controller.signal
 }
 
 const PLUGIN_KEYS = new Set(['db', 'url', 'database', 'clientOptions'])
@@ -92,10 +75,7 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
   }
   app.decorate('writeBuffer', buffer)
   app.decorateRequest('writeSignal', { getter: writeSignal })
-  app.addHook('onResponse', async (request) => {
-    const state = (request as FastifyRequest & WithAbort)[kAbort]
-    if (state !== undefined) state.socket.removeListener('close', state.onClose) // keep-alive sockets live on
-  })
+  app.addHook('onResponse', releaseWriteSignal)
   app.addHook('preClose', async () => { await buffer.close() })
   app.addHook('onClose', async () => {
     await buffer.close() // no-op when preClose ran; covers close() without preClose

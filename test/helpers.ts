@@ -22,7 +22,3 @@ export function countWriteCommands (client: MongoClient): { counts: Record<strin
   })
   return { counts, total: () => (counts.insert ?? 0) + (counts.update ?? 0) + (counts.delete ?? 0) }
 }
-
-export function settleAll<T> (promises: Array<Promise<T>>): Promise<Array<PromiseSettledResult<T>>> {
-  return Promise.allSettled(promises)
-}

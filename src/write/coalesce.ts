@@ -1,13 +1,13 @@
 import type { Document } from 'mongodb'
 import { touchesFilter, overlaps } from './paths.js'
-import { UPDATE_ONE, bodyOf, type WriteBody, type WriteOp } from './write-op.js'
+import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
 
 /**
- * Coalescing: consecutive same-target `updateOne`s made only of $set / $inc / $unset
- * (and $setOnInsert with upsert) merge into one op: $set and $unset last-wins per field,
- * $inc summed; a follower's $setOnInsert is dropped (only the first of a sequence could
- * have inserted, so it is a no-op one by one too).
- * A merge is refused, and the later write simply waits for the next batch, when:
+ * Coalescing: a later same-target `updateOne` made only of $set / $inc / $unset (and
+ * $setOnInsert with upsert) is folded into an earlier queued one, which then carries both:
+ * $set and $unset last-wins per field, $inc summed; the later write's $setOnInsert is dropped
+ * (only the first of a sequence could have inserted, so it is a no-op one by one too).
+ * Coalescing is refused, and the later write simply waits for the next batch, when:
  * - the two differ in upsert or carry arrayFilters / collation / hint;
  * - a path appears under two operators, or one path is a prefix of another
  *   (`a` vs `a.b`: the server would reject the merged document as a conflict);
@@ -18,8 +18,8 @@ import { UPDATE_ONE, bodyOf, type WriteBody, type WriteOp } from './write-op.js'
 
 const MERGEABLE = new Set(['$set', '$inc', '$unset', '$setOnInsert'])
 
-/** Whether this op could take part in a merge at all (checked on both sides). */
-function mergeable (body: WriteBody): boolean {
+/** Whether this op could take part in coalescing at all (checked on both sides). */
+function coalescible (body: WriteBody): boolean {
   if (body.arrayFilters !== undefined || body.collation !== undefined || body.hint !== undefined) return false
   const update = body.update
   if (update === undefined || Array.isArray(update)) return false
@@ -30,20 +30,20 @@ function mergeable (body: WriteBody): boolean {
   return !touchesFilter(body.filter, update)
 }
 
-/** Merges `next` into `leader` (both queued, same target). Returns false and changes nothing if it cannot. */
+/** Coalesces `next` into `leader` (both queued, same target). Returns false and changes nothing if it cannot. */
 export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
   if (leader.kind !== UPDATE_ONE || next.kind !== UPDATE_ONE) return false
-  const lb = bodyOf(leader)
-  const nb = bodyOf(next)
+  const lb = leader.body
+  const nb = next.body
   if ((lb.upsert === true) !== (nb.upsert === true)) return false
-  if (leader.mergedUpdate === null && !mergeable(lb)) return false
-  if (!mergeable(nb)) return false
-  // mergeable(): both are plain update documents
+  if (leader.ownUpdate === null && !coalescible(lb)) return false
+  if (!coalescible(nb)) return false
+  // coalescible(): both are plain update documents
   const leaderUpdate = lb.update as Document
   const nextUpdate = nb.update as Document
-  const current = leader.mergedUpdate ?? leaderUpdate
+  const current = leaderUpdate
   // check every path of `next` against every path already present, before changing anything.
-  // A follower's $setOnInsert can never apply: after the leader (an upsert) runs, the
+  // A later write's $setOnInsert can never apply: after the leader (an upsert) runs, the
   // document exists. So it is left out of the merge entirely.
   for (const op in nextUpdate) {
     if (op === '$setOnInsert') continue
@@ -59,13 +59,12 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
       if (op === '$inc' && typeof fields[path] !== 'number') return false
     }
   }
-  // own copy on first merge: the caller's update object is never mutated
-  let merged = leader.mergedUpdate
-  if (merged === null) {
+  // own copy the first time: the caller's update object is never mutated
+  let merged = leaderUpdate
+  if (leader.ownUpdate === null) {
     merged = {}
     for (const op in leaderUpdate) merged[op] = { ...leaderUpdate[op] }
-    leader.originalUpdate = leaderUpdate
-    leader.mergedUpdate = merged
+    leader.ownUpdate = leaderUpdate
     lb.update = merged
   }
   for (const op in nextUpdate) {
@@ -77,21 +76,23 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
       else target[path] = fields[path]
     }
   }
-  ;(leader.followers ??= []).push(next)
+  ;(leader.coalesced ??= []).push(next)
   return true
 }
 
-/** Undoes a merge: the leader gets its own update back; followers are returned to be retried one by one. */
-export function split (leader: WriteOp): WriteOp[] {
-  const followers = leader.followers ?? []
-  if (leader.originalUpdate !== null) bodyOf(leader).update = leader.originalUpdate
-  leader.mergedUpdate = null
-  leader.originalUpdate = null
-  leader.followers = null
-  leader.noMerge = true
-  for (const f of followers) {
-    f.noMerge = true
-    f.maybeApplied ||= leader.maybeApplied // an earlier attempt of the merged op may have applied it
+/**
+ * Undoes coalescing: the leader gets its own update back; the writes coalesced into it are
+ * returned, to be retried one by one. None of them will be coalesced again.
+ */
+export function uncoalesce (leader: WriteOp): WriteOp[] {
+  const coalesced = leader.coalesced ?? []
+  if (leader.ownUpdate !== null) leader.body.update = leader.ownUpdate
+  leader.ownUpdate = null
+  leader.coalesced = null
+  leader.alone = true
+  for (const op of coalesced) {
+    op.alone = true
+    op.maybeApplied ||= leader.maybeApplied // an earlier attempt of the coalesced op may have applied it
   }
-  return followers
+  return coalesced
 }

@@ -1,7 +1,7 @@
 import { ObjectId } from 'mongodb'
 import type { Document } from 'mongodb'
 import { bsonSize } from './bson-size.js'
-import { InvalidWriteError, describe } from './errors.js'
+import { InvalidWriteError, describe } from '../errors.js'
 import { targetOf, targetOfId } from './target.js'
 import {
   WriteOp, INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, type Kind,

@@ -1,9 +1,4 @@
-import type { Document } from 'mongodb'
-import type { WriteOutcome } from './errors.js'
-import { touchesFilter } from './paths.js'
-import {
-  INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, bodyOf, type WriteOp,
-} from './write-op.js'
+import type { WriteOutcome } from '../errors.js'
 
 export interface Failure {
   /** what the failure says about the writes of the batch */
@@ -31,7 +26,7 @@ const TRANSIENT_CODES = new Set([6, 7, 89, 91, 189, 262, 9001, 11600, 11602, 63,
  * A MongoBulkWriteError caused by a network failure has an empty `writeErrors` and wraps
  * the real error in `errorResponse`; unwrap it before deciding anything.
  */
-export function unwrap (err: unknown): unknown {
+function unwrap (err: unknown): unknown {
   const e = err as MaybeMongoError
   if (e?.name === 'MongoBulkWriteError' && e.errorResponse instanceof Error) return e.errorResponse
   return err
@@ -98,29 +93,8 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome)
   return { outcome: 'unknown', transient: false, error: e }
 }
 
-const IDEMPOTENT_OPERATORS = new Set(['$set', '$unset', '$setOnInsert'])
-
-function onlyId (filter: Document): boolean {
-  let n = 0
-  for (const k in filter) { if (k !== '_id') return false; n++ }
-  return n === 1
-}
-
-/**
- * Whether sending this write again can never apply it twice:
- * - inserts: their _id is fixed before queuing, so a second copy is a duplicate-key error;
- * - updates made only of $set / $unset / $setOnInsert whose paths do not touch the filter
- *   (an updateOne whose $set changes a filtered field would select another document the
- *   second time);
- * - deleteMany, and deleteOne / replaceOne by `_id` alone.
- */
-export function isRetrySafe (op: WriteOp): boolean {
-  if (op.kind === INSERT || op.kind === DELETE_MANY) return true
-  const body = bodyOf(op)
-  if (op.kind === DELETE_ONE || op.kind === REPLACE_ONE) return onlyId(body.filter)
-  if (op.kind !== UPDATE_ONE && op.kind !== UPDATE_MANY) return false
-  const update = body.update
-  if (update === undefined || Array.isArray(update) || body.arrayFilters !== undefined) return false
-  for (const operator in update) if (!IDEMPOTENT_OPERATORS.has(operator)) return false
-  return onlyId(body.filter) || !touchesFilter(body.filter, update)
+/** One line for logs and error messages: `Name code: message`. */
+export function describeError (err: unknown): string {
+  const e = err as { name?: string, message?: string, code?: unknown } | null | undefined
+  return `${e?.name ?? 'Error'}${e?.code !== undefined ? ` ${String(e.code)}` : ''}: ${e?.message ?? String(err)}`
 }

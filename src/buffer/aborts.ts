@@ -1,0 +1,34 @@
+import { ErrorCodes, WriteBufferError } from '../errors.js'
+import { QUEUED, WAITING, type WriteOp } from '../write/write-op.js'
+import type { Settler } from './settler.js'
+
+export function abortError (attempts: number): WriteBufferError {
+  return new WriteBufferError(ErrorCodes.ABORTED, 'write aborted before it was sent', 'not-sent', attempts)
+}
+
+/**
+ * A write's AbortSignal: aborting drops the write while it has never been sent (queued or
+ * waiting for room). Once sent it may already be applied, so its caller learns the real
+ * result. The Settler removes the listener when the write settles.
+ */
+export class Aborts {
+  constructor (readonly settler: Settler) {}
+
+  /** Returns false when the signal has already aborted (the write must not be queued). */
+  watch (op: WriteOp, signal: AbortSignal): boolean {
+    if (signal.aborted) return false
+    op.signal = signal
+    op.onAbort = () => { this.#abort(op) }
+    signal.addEventListener('abort', op.onAbort, { once: true })
+    return true
+  }
+
+  #abort (op: WriteOp): void {
+    if (op.state === QUEUED && op.attempts === 0) {
+      op.queue.forget(op)
+      this.settler.reject(op, abortError(0))
+    } else if (op.state === WAITING) {
+      this.settler.reject(op, abortError(0))
+    }
+  }
+}

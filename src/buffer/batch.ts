@@ -1,0 +1,54 @@
+import type { AnyBulkWriteOperation } from 'mongodb'
+import { IN_FLIGHT, type WriteOp } from '../write/write-op.js'
+import type { CollectionQueue } from './collection-queue.js'
+
+/**
+ * Writes of one collection and one write command, sent together as one bulkWrite (or, after
+ * a transient failure, waiting together to be sent again). A batch owns its ops; the writes
+ * coalesced into an op travel (and settle) with it.
+ */
+export class Batch {
+  /** when a retry is scheduled: the backoff timer */
+  retryTimer: NodeJS.Timeout | null = null
+  #done = false
+
+  constructor (
+    readonly queue: CollectionQueue,
+    readonly ops: WriteOp[],
+    /**
+     * taken by the queue's fast path (only generated-_id inserts): its targets are not held
+     * unless another kind of write shows up while it is out (see CollectionQueue)
+     */
+    readonly fresh: boolean,
+  ) {}
+
+  get size (): number { return this.ops.length }
+
+  /** Marks every op as sent once more and returns the bulkWrite models. */
+  send (): AnyBulkWriteOperation[] {
+    const ops = this.ops
+    const models = new Array<AnyBulkWriteOperation>(ops.length)
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as WriteOp
+      op.state = IN_FLIGHT
+      op.attempts++
+      if (op.coalesced !== null) {
+        for (const c of op.coalesced) { c.state = IN_FLIGHT; c.attempts = op.attempts }
+      }
+      models[i] = op.model
+    }
+    return models
+  }
+
+  /** True the first time only: a batch's answer is handled once, however it arrives. */
+  finish (): boolean {
+    if (this.#done) return false
+    this.#done = true
+    return true
+  }
+
+  /** The attempt these ops are on (for the retry backoff). */
+  get attempt (): number {
+    return this.ops[0]?.attempts ?? 1
+  }
+}

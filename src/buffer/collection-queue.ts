@@ -1,0 +1,252 @@
+import type { Collection } from 'mongodb'
+import { tryCoalesce } from '../write/coalesce.js'
+import { COMMAND_OF, IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
+import { Batch } from './batch.js'
+
+/** What the queue tells whoever schedules sends (the Dispatcher). */
+export interface QueueListener {
+  /** writes were added to `queue` */
+  queued: (queue: CollectionQueue) => void
+}
+
+/** Limits of one take. */
+export interface BatchLimits { maxCount: number, maxBytes: number, coalesce: boolean }
+
+/**
+ * The queue of one collection and the rule that picks a batch from it.
+ *
+ * Ordering: an op is taken only if no earlier op with the same target is still queued
+ * (skipped in this pass), in flight or waiting to be retried — otherwise two batches could
+ * apply them in either order (two writes in one unordered bulkWrite, or in two concurrent
+ * ones, have no order). Skipped ops keep their place for the next take.
+ *
+ * Fast path: while the queue holds only generated-_id inserts, no two of them can share a
+ * target (or match anything out), so batches are taken without any per-op bookkeeping and
+ * their targets are not even computed. Such batches are "fresh"; if another kind of write
+ * shows up while they are out, their targets are held before it is considered.
+ */
+export class CollectionQueue {
+  #items: WriteOp[] = []
+  #head = 0
+  /** live queued ops (aborted/expired ones still in `#items` are not counted) */
+  #size = 0
+  #bytes = 0
+  #coalesced = 0
+  /** batches in flight or waiting to be retried */
+  #out = 0
+  /**
+   * Target → the op holding it: taken into the batch being built (still QUEUED: later
+   * same-target updates may coalesce into it), in flight, or waiting to be retried.
+   */
+  readonly #held = new Map<string, WriteOp>()
+  #freshOnly = true
+  readonly #freshOut = new Set<Batch>()
+
+  constructor (
+    readonly name: string,
+    readonly collection: Collection,
+    readonly ordered: boolean,
+    readonly listener: QueueListener,
+  ) {}
+
+  get size (): number { return this.#size }
+  get bytes (): number { return this.#bytes }
+  /** batches of this queue in flight or waiting to be retried */
+  get out (): number { return this.#out }
+  /** writes coalesced into an earlier one (stats) */
+  get coalesced (): number { return this.#coalesced }
+
+  push (op: WriteOp): void {
+    if (!op.fresh) this.#freshOnly = false
+    this.#items.push(op)
+    this.#size++
+    this.#bytes += op.bytes
+    this.listener.queued(this)
+  }
+
+  /** The op left the queue without being taken (aborted, expired). */
+  forget (op: WriteOp): void {
+    this.#size--
+    this.#bytes -= op.bytes
+  }
+
+  /**
+   * Picks the next batch: ops of one write command (insert / update / delete), at most
+   * `maxCount` ops and about `maxBytes`. Ops past their deadline go to `expired`.
+   */
+  take (limits: BatchLimits, now: number, expired: WriteOp[]): Batch | null {
+    if (this.ordered && this.#out > 0) return null
+    if (this.#freshOnly && !this.ordered) return this.#takeFresh(limits, now, expired)
+    if (this.#freshOut.size > 0) this.#holdFreshOut()
+    const { maxCount, maxBytes, coalesce } = limits
+    const items = this.#items
+    const end = items.length
+    let ops = null as WriteOp[] | null
+    let command = -1
+    let bytes = 0
+    let blocked = null as Set<string> | null
+    let kept = null as WriteOp[] | null
+    let i = this.#head
+    for (; i < end; i++) {
+      const op = items[i] as WriteOp
+      if (!this.#live(op, now, expired)) continue
+      if (ops !== null && (ops.length >= maxCount || bytes + op.bytes > maxBytes)) break
+      const target = op.target
+      const c = COMMAND_OF[op.kind] as number
+      const holder = this.ordered ? undefined : this.#held.get(target)
+      if (this.ordered) {
+        // strict submission order: a run of one command from the head
+        if (command !== -1 && c !== command) break
+      } else if (holder !== undefined) {
+        // held by an op out, or by one taken into this batch (still QUEUED): then it may
+        // coalesce into it, unless an op of the same target was skipped in between
+        if (coalesce && holder.state === QUEUED && blocked?.has(target) !== true && !op.alone && !holder.alone &&
+          bytes + op.bytes <= maxBytes && tryCoalesce(holder, op)) {
+          this.#coalesced++
+          bytes += op.bytes // the coalesced update grows: it counts against the batch budget
+          this.forget(op)
+          continue
+        }
+        ;(kept ??= []).push(op)
+        ;(blocked ??= new Set()).add(target)
+        continue
+      } else if (blocked?.has(target) === true || (command !== -1 && c !== command)) {
+        ;(kept ??= []).push(op)
+        ;(blocked ??= new Set()).add(target)
+        continue
+      }
+      command = c
+      ;(ops ??= []).push(op)
+      this.#held.set(target, op)
+      bytes += op.bytes
+      this.forget(op)
+    }
+    // Skipped ops are a subsequence of items[head, i): write them back just before i,
+    // in order, so the untouched tail is never copied.
+    let head = i
+    if (kept !== null) {
+      for (let k = kept.length - 1; k >= 0; k--) items[--head] = kept[k] as WriteOp
+    }
+    this.#advance(head, end)
+    if (ops === null) return null
+    this.#out++
+    return new Batch(this, ops, false)
+  }
+
+  #takeFresh (limits: BatchLimits, now: number, expired: WriteOp[]): Batch | null {
+    const items = this.#items
+    const end = items.length
+    let ops = null as WriteOp[] | null
+    let bytes = 0
+    let i = this.#head
+    for (; i < end; i++) {
+      const op = items[i] as WriteOp
+      if (!this.#live(op, now, expired)) continue
+      if (ops !== null && (ops.length >= limits.maxCount || bytes + op.bytes > limits.maxBytes)) break
+      ;(ops ??= []).push(op)
+      bytes += op.bytes
+    }
+    this.#advance(i, end)
+    if (ops === null) return null
+    this.#size -= ops.length
+    this.#bytes -= bytes
+    this.#out++
+    const batch = new Batch(this, ops, true)
+    this.#freshOut.add(batch)
+    return batch
+  }
+
+  #holdFreshOut (): void {
+    for (const batch of this.#freshOut) for (const op of batch.ops) this.#held.set(op.target, op)
+    this.#freshOut.clear()
+  }
+
+  #advance (head: number, end: number): void {
+    if (head >= end) {
+      this.#items = []
+      this.#head = 0
+      this.#freshOnly = true
+    } else if (head > 1024 && head * 2 > end) {
+      this.#items = this.#items.slice(head)
+      this.#head = 0
+    } else {
+      this.#head = head
+    }
+  }
+
+  /** A batch's answer was handled: its targets are free again. */
+  returned (batch: Batch): void {
+    this.#out--
+    if (this.#freshOut.delete(batch)) return
+    for (const op of batch.ops) this.#held.delete(op.target)
+  }
+
+  /** `batch` waits to be retried: it is out again and holds its targets meanwhile. */
+  holdForRetry (batch: Batch): void {
+    this.#out++
+    for (const op of batch.ops) this.#held.set(op.target, op)
+  }
+
+  /** The retry wait is over: its unsettled ops go back to the head of the queue, in order. */
+  endRetryWait (batch: Batch): void {
+    this.#out--
+    const live: WriteOp[] = []
+    for (const op of batch.ops) {
+      this.#held.delete(op.target)
+      if (op.state === IN_FLIGHT) {
+        op.state = QUEUED
+        live.push(op)
+      }
+    }
+    this.requeueFront(live)
+  }
+
+  /** Puts ops (state QUEUED) back at the head, in their original order (retries, ordered leftovers). */
+  requeueFront (ops: WriteOp[]): void {
+    if (ops.length === 0) return
+    for (const op of ops) {
+      if (!op.fresh) this.#freshOnly = false
+      this.#size++
+      this.#bytes += op.bytes
+    }
+    this.#items = ops.concat(this.#items.slice(this.#head))
+    this.#head = 0
+    this.listener.queued(this)
+  }
+
+  /** `n` writes coalesced earlier were taken apart again (stats). */
+  uncoalesced (n: number): void {
+    this.#coalesced -= n
+  }
+
+  /** Removes and returns every op still queued (close() timed out). */
+  removeAll (): WriteOp[] {
+    const out: WriteOp[] = []
+    for (let i = this.#head; i < this.#items.length; i++) {
+      const op = this.#items[i] as WriteOp
+      if (op.state === QUEUED) out.push(op)
+    }
+    this.#items = []
+    this.#head = 0
+    this.#size = 0
+    this.#bytes = 0
+    this.#freshOnly = true
+    return out
+  }
+
+  /** Ops past their deadline, removed from the queue (they stay in `#items`, skipped). */
+  expire (now: number, expired: WriteOp[]): void {
+    for (let i = this.#head; i < this.#items.length; i++) this.#live(this.#items[i] as WriteOp, now, expired)
+  }
+
+  /** Whether a queued op can be taken; one past its deadline leaves the queue for `expired`. */
+  #live (op: WriteOp, now: number, expired: WriteOp[]): boolean {
+    if (op.state !== QUEUED) return false
+    if (op.deadline !== 0 && op.deadline <= now) {
+      this.forget(op)
+      expired.push(op)
+      return false
+    }
+    return true
+  }
+}

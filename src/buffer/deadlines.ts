@@ -1,0 +1,57 @@
+import { ErrorCodes, WriteBufferError, type WriteOutcome } from '../errors.js'
+import type { WriteOp } from '../write/write-op.js'
+
+export function timeoutError (op: WriteOp): WriteBufferError {
+  const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : 'not-sent'
+  return new WriteBufferError(ErrorCodes.TIMEOUT, 'write timed out before it could be sent', outcome, op.attempts)
+}
+
+export interface DeadlineScope {
+  /** moves the ops past their deadline (still queued or waiting for room) into `expired` */
+  expire: (now: number, expired: WriteOp[]) => void
+  /** rejects one expired op */
+  timedOut: (op: WriteOp) => void
+  /** whether any write may still have a deadline to watch */
+  busy: () => boolean
+}
+
+const SWEEP_MS = 50
+
+/**
+ * Per-write deadlines (`timeoutMs` / `writeTimeoutMs`). One shared, unref'd timer sweeps the
+ * writes still queued or waiting for room, so a stalled server cannot hold them past their
+ * deadline; a write already on the wire waits for the driver (bound it with the client's
+ * socketTimeoutMS / timeoutMS). Batches built meanwhile drop expired writes too.
+ */
+export class Deadlines {
+  #timer: NodeJS.Timeout | null = null
+
+  constructor (readonly defaultMs: number, readonly scope: DeadlineScope) {}
+
+  /** Sets `op`'s deadline from its own timeout or the default; 0 = none. */
+  start (op: WriteOp, timeoutMs: number | undefined): void {
+    const ms = timeoutMs ?? this.defaultMs
+    if (ms <= 0) return
+    op.deadline = Date.now() + ms
+    this.#arm()
+  }
+
+  #arm (): void {
+    if (this.#timer !== null) return
+    this.#timer = setTimeout(() => { this.#sweep() }, SWEEP_MS)
+    this.#timer.unref()
+  }
+
+  #sweep (): void {
+    this.#timer = null
+    const expired: WriteOp[] = []
+    this.scope.expire(Date.now(), expired)
+    for (const op of expired) this.scope.timedOut(op)
+    if (this.scope.busy()) this.#arm()
+  }
+
+  stop (): void {
+    if (this.#timer !== null) clearTimeout(this.#timer)
+    this.#timer = null
+  }
+}

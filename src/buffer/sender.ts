@@ -1,0 +1,160 @@
+import type { BulkWriteOptions, BulkWriteResult, WriteConcernSettings } from 'mongodb'
+import { ErrorCodes, WriteBufferError } from '../errors.js'
+import { classify, describeError } from '../mongo/driver-errors.js'
+import type { DriverRetries } from '../mongo/topology.js'
+import type { Logger } from '../options.js'
+import { batchChannel, publishBatch } from '../telemetry.js'
+import { uncoalesce } from '../write/coalesce.js'
+import { IN_FLIGHT, QUEUED, SETTLED, type WriteOp } from '../write/write-op.js'
+import { Batch } from './batch.js'
+import { afterBatchFailure, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
+import type { Retries } from './retries.js'
+import type { Settler } from './settler.js'
+
+export interface SenderOptions extends RetryPolicy {
+  writeConcern: WriteConcernSettings | undefined
+  logger: Logger | undefined
+}
+
+/**
+ * Sends one batch as one bulkWrite and routes the answer: every write of the batch is
+ * settled (Settler), put back in its queue, or handed to Retries — exactly once, whatever the
+ * driver answers — and then the batch is returned to the Dispatcher.
+ */
+export class Sender {
+  readonly #unordered: BulkWriteOptions
+  readonly #ordered: BulkWriteOptions
+
+  constructor (
+    readonly options: SenderOptions,
+    readonly settler: Settler,
+    readonly retries: Retries,
+    readonly driverRetries: DriverRetries,
+    /** the batch's answer was handled */
+    readonly returned: (batch: Batch) => void,
+  ) {
+    const wc = options.writeConcern
+    this.#unordered = wc === undefined ? { ordered: false } : { ordered: false, writeConcern: wc }
+    this.#ordered = wc === undefined ? { ordered: true } : { ordered: true, writeConcern: wc }
+  }
+
+  send (batch: Batch): void {
+    const queue = batch.queue
+    const models = batch.send()
+    const started = batchChannel.hasSubscribers ? performance.now() : -1
+    queue.collection.bulkWrite(models, queue.ordered ? this.#ordered : this.#unordered).then(
+      result => {
+        this.#acknowledged(batch, result)
+        if (started >= 0) publishBatch(queue.name, batch.size, started, undefined)
+      },
+      async (err: unknown) => {
+        await this.#failed(batch, err)
+        if (started >= 0) publishBatch(queue.name, batch.size, started, err)
+      },
+    ).catch((bug: unknown) => {
+      // a bug in result handling must not strand the batch: settle whoever is left
+      for (const op of batch.ops) {
+        if (op.state === IN_FLIGHT) {
+          this.settler.reject(op, new WriteBufferError(ErrorCodes.BATCH_FAILED, `internal error: ${String(bug)}`, 'unknown', op.attempts, bug))
+        }
+      }
+      this.#return(batch)
+    })
+  }
+
+  #return (batch: Batch): void {
+    if (batch.finish()) this.returned(batch)
+  }
+
+  #acknowledged (batch: Batch, result: BulkWriteResult | undefined): void {
+    const upserted = result?.upsertedIds
+    const ops = batch.ops
+    let acked = 0
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as WriteOp
+      if (op.state !== SETTLED) acked += this.settler.resolve(op, resultOf(op, i, upserted))
+    }
+    const logger = this.options.logger
+    if (logger !== undefined && logger.isLevelEnabled?.('debug') !== false) {
+      logger.debug({ collection: batch.queue.name, ops: ops.length, acked }, 'write buffer: flushed')
+    }
+    this.#return(batch)
+  }
+
+  async #failed (batch: Batch, err: unknown): Promise<void> {
+    const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
+    if (Array.isArray(writeErrors) && writeErrors.length > 0) {
+      await this.#partlyFailed(batch, err as PartialFailure)
+    } else {
+      this.#wholeFailed(batch, err)
+    }
+  }
+
+  /** No per-write errors: the failure is the whole bulkWrite's. */
+  #wholeFailed (batch: Batch, err: unknown): void {
+    const failure = classify(err, this.driverRetries.mayHaveRetried())
+    const name = batch.queue.name
+    const now = Date.now()
+    const retry: WriteOp[] = []
+    let failed = 0
+    for (const op of batch.ops) {
+      if (op.state === SETTLED) continue
+      const verdict = afterBatchFailure(op, failure, now, this.options, name)
+      if (verdict === 'retry') retry.push(op)
+      else failed += this.settler.reject(op, verdict)
+    }
+    if (failed > 0) {
+      this.options.logger?.error({ collection: name, ops: batch.size, failed, retrying: retry.length, err: describeError(failure.error) },
+        'write buffer: batch failed')
+    }
+    this.#return(batch)
+    // held again before any pump can run: a later write to a retried target must not overtake it
+    if (retry.length > 0) this.retries.schedule(new Batch(batch.queue, retry, false))
+  }
+
+  /** Some writes were refused by the server; the others were acknowledged (or never executed). */
+  async #partlyFailed (batch: Batch, err: PartialFailure): Promise<void> {
+    const queue = batch.queue
+    const reader = new PartialFailureReader(err, queue.ordered, queue.name)
+    const confirmed = await this.#confirmInserted(batch, reader.idsToConfirm(batch.ops))
+    const again: WriteOp[] = []
+    let acked = 0
+    let rejected = 0
+    const ops = batch.ops
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as WriteOp
+      if (op.state === SETTLED) continue
+      const verdict = reader.verdict(op, i, confirmed)
+      switch (verdict.kind) {
+        case 'acknowledged': acked += this.settler.resolve(op, verdict.value); break
+        case 'rejected': rejected += this.settler.reject(op, verdict.error); break
+        case 'not-executed':
+          op.attempts--
+          again.push(op)
+          break
+        case 'uncoalesce': {
+          const parts = uncoalesce(op)
+          queue.uncoalesced(parts.length)
+          again.push(op, ...parts)
+          break
+        }
+      }
+    }
+    for (const op of again) op.state = QUEUED
+    queue.requeueFront(again)
+    this.#return(batch)
+    this.options.logger?.warn({ collection: queue.name, ops: batch.size, acked, rejected, code: reader.firstCode },
+      'write buffer: writes rejected by the server')
+  }
+
+  /** Which of these _ids exist (primary read); null when that cannot be told. */
+  async #confirmInserted (batch: Batch, ids: unknown[]): Promise<Set<string> | null> {
+    if (ids.length === 0) return null
+    try {
+      const found = await batch.queue.collection.find({ _id: { $in: ids as never[] } }, { projection: { _id: 1 }, readPreference: 'primary' }).toArray()
+      return new Set(found.map(d => String(d._id)))
+    } catch {
+      return null // cannot tell: those writes end 'unknown' (they are maybeApplied)
+    }
+  }
+}

@@ -1,0 +1,106 @@
+import type { AnyBulkWriteOperation, Document } from 'mongodb'
+import type { CollectionQueue } from '../buffer/collection-queue.js'
+import { targetOfId } from './target.js'
+
+/** Op kinds; the write command a kind travels in is `COMMAND_OF[kind]`. */
+export const INSERT = 0
+export const UPDATE_ONE = 1
+export const UPDATE_MANY = 2
+export const REPLACE_ONE = 3
+export const DELETE_ONE = 4
+export const DELETE_MANY = 5
+export type Kind = 0 | 1 | 2 | 3 | 4 | 5
+
+/** The key of each kind's bulkWrite model, by kind. */
+const MODEL_KEYS = ['insertOne', 'updateOne', 'updateMany', 'replaceOne', 'deleteOne', 'deleteMany'] as const
+
+/** insert / update / delete: the server runs one write command per group, so a batch holds one group. */
+export const COMMAND_OF: readonly number[] = [0, 1, 1, 1, 2, 2]
+
+/**
+ * Where a write is in its life. CREATED → (WAITING →) QUEUED → IN_FLIGHT → SETTLED; a retried
+ * write goes IN_FLIGHT → QUEUED again. Only the Settler sets SETTLED.
+ */
+export const CREATED = 0
+/** waiting for room (onFull: 'wait'): not yet counted as pending */
+export const WAITING = 1
+export const QUEUED = 2
+export const IN_FLIGHT = 3
+export const SETTLED = 4
+export type State = 0 | 1 | 2 | 3 | 4
+
+/** What a model carries: `{ document }` for inserts, `{ filter, update | replacement, … }` otherwise. */
+export interface WriteBody {
+  filter: Document
+  document?: Document
+  update?: Document | Document[]
+  replacement?: Document
+  upsert?: boolean
+  arrayFilters?: unknown
+  collation?: unknown
+  hint?: unknown
+}
+
+export interface InsertResult { insertedId: unknown }
+export interface UpdateResult { upsertedId?: unknown }
+export type DeleteResult = Record<string, never>
+export type WriteResult = InsertResult | UpdateResult | DeleteResult
+
+/**
+ * One write of one caller. A class (not object literals) so every op has the same hidden
+ * class; the bulkWrite model is built once at submit time and reused on retries.
+ */
+export class WriteOp {
+  state: State = CREATED
+  /** times sent */
+  attempts = 0
+  /** true once an attempt may have reached the server without a clear answer */
+  maybeApplied = false
+  /** the flush() epoch it belongs to (see FlushTracker) */
+  epoch = 0
+  /** Date.now() past which it is rejected with WRITE_BUFFER_TIMEOUT if not yet sent; 0 = none */
+  deadline = 0
+  /** later writes of the same target coalesced into this one; settled with it */
+  coalesced: WriteOp[] | null = null
+  /** this op's own update, kept while `model` carries the coalesced one (to uncoalesce) */
+  ownUpdate: Document | null = null
+  /** never coalesce again (a coalesced op was refused and is retried write by write) */
+  alone = false
+  /** the queue of its collection; set when it is submitted, before anything reads it */
+  queue!: CollectionQueue
+  signal: AbortSignal | null = null
+  onAbort: (() => void) | null = null
+  resolve!: (r: WriteResult) => void
+  reject!: (e: Error) => void
+
+  #target: string | null
+
+  constructor (
+    readonly kind: Kind,
+    readonly model: AnyBulkWriteOperation,
+    /** null for inserts: computed from `id` only if a conflict check ever needs it */
+    target: string | null,
+    readonly bytes: number,
+    /** the inserted document's _id, or undefined */
+    readonly id: unknown,
+    /** the _id was generated here (so only our own retry can collide with it) */
+    readonly generatedId: boolean,
+  ) {
+    this.#target = target
+  }
+
+  /** same-target key (see target.ts) */
+  get target (): string {
+    return this.#target ??= targetOfId(this.id)
+  }
+
+  /** the op's body inside its bulkWrite model (mutable: coalescing rewrites `update`) */
+  get body (): WriteBody {
+    return (this.model as unknown as Record<string, WriteBody>)[MODEL_KEYS[this.kind]] as WriteBody
+  }
+
+  /** a generated-_id insert: cannot collide with any other write (the queue's fast path) */
+  get fresh (): boolean {
+    return this.generatedId && this.kind === INSERT
+  }
+}
