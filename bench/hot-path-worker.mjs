@@ -1,10 +1,10 @@
 // Child process (run with --expose-gc): CPU and allocations of the buffer's hot path
 // over a no-op sink, so no I/O is measured. Prints a JSON summary on stdout.
-// argv[2]: { ops, round }
+// argv[2]: { ops, round, module? } — module: the build to measure (default: this checkout's dist)
 import v8 from 'node:v8'
-import { WriteBuffer } from '../dist/index.js'
 
-const { ops, round } = JSON.parse(process.argv[2])
+const { ops, round, module = '../dist/index.js' } = JSON.parse(process.argv[2])
+const { WriteBuffer } = await import(new URL(module, import.meta.url).href)
 const ALLOC_ROUND = 1000
 const ALLOC_SAMPLES = 10
 

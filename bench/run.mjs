@@ -21,6 +21,8 @@ import { evaluateTargets } from './targets.mjs'
 const { values: args } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
+    // the "before" of the hot-path before/after comparison (a commit, tag or branch)
+    baseline: { type: 'string', default: 'e27eba6' },
     out: { type: 'string', default: fileURLToPath(new URL('./results', import.meta.url)) },
   },
 })
@@ -31,9 +33,10 @@ if (!uri) {
 }
 
 const mode = args.quick ? 'quick' : 'full'
+const common = { baselineRef: args.baseline }
 const settings = args.quick
-  ? { uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 3, loginDurationS: 2, hotPathOps: 50_000 }
-  : { uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, loginDurationS: 10, hotPathOps: 200_000 }
+  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 3, loginDurationS: 2, hotPathOps: 50_000 }
+  : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, loginDurationS: 10, hotPathOps: 200_000 }
 const SUITES = { raw: rawSuite, overhead: overheadSuite, http: httpSuite, login: loginSuite, coalescing: coalescingSuite, hotPath: hotPathSuite }
 
 const started = performance.now()

@@ -67,5 +67,12 @@ export function evaluateTargets ({ http, overhead, login, coalescing, hotPath })
       met: slowest.nsPerOp <= 2000,
       notes: `harness alone ${fmt(hotPath.baseline.nsPerOp)} ns/op; allocations ${hotPath.results.map(r => `${r.kind} ${fmt(r.bytesPerOp, ' B')}`).join(', ')} per op`,
     },
+    {
+      suite: 'hotPath',
+      target: 'Hot path no more than 5% slower than before (baseline commit)',
+      measured: hotPath.results.map(r => `${r.kind} ${fmt(r.costVsBefore, 'x')}`).join(', '),
+      met: hotPath.results.every(r => r.costVsBefore !== null && r.costVsBefore <= 1.05),
+      notes: hotPath.notes[1],
+    },
   ]
 }

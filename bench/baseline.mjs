@@ -1,0 +1,28 @@
+// Builds an earlier commit of this repository (the "before" of a before/after comparison)
+// into .scratch/baseline-<ref>/ with a detached git worktree sharing this checkout's
+// node_modules. Returns the path of its dist/index.js, or null with a reason.
+import { execFile } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { symlink } from 'node:fs/promises'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+
+const run = promisify(execFile)
+const root = fileURLToPath(new URL('..', import.meta.url))
+
+export async function buildBaseline (ref) {
+  try {
+    const { stdout } = await run('git', ['rev-parse', '--short', `${ref}^{commit}`], { cwd: root })
+    const commit = stdout.trim()
+    const dir = `${root}.scratch/baseline-${commit}`
+    const entry = `${dir}/dist/index.js`
+    if (!existsSync(entry)) {
+      if (!existsSync(dir)) await run('git', ['worktree', 'add', '--detach', dir, commit], { cwd: root })
+      if (!existsSync(`${dir}/node_modules`)) await symlink(`${root}node_modules`, `${dir}/node_modules`)
+      await run(process.execPath, [`${root}node_modules/typescript/bin/tsc`, '-p', 'tsconfig.build.json'], { cwd: dir })
+    }
+    return { commit, entry }
+  } catch (err) {
+    return { commit: null, entry: null, reason: String(err.message ?? err).split('\n')[0] }
+  }
+}
