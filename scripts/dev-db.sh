@@ -4,7 +4,9 @@
 #
 #   scripts/dev-db.sh up      build if needed, start both, print the MongoDB URI
 #   scripts/dev-db.sh down    stop what `up` started
-#   scripts/dev-db.sh status  print the URI if running, exit 1 otherwise
+#   scripts/dev-db.sh status  print the URI and exit 0 if running (FerretDB listening,
+#                             PostgreSQL up), else print "not running" and exit 1
+#   scripts/dev-db.sh uri     print the URI the stand-in uses, running or not
 #   scripts/dev-db.sh stop-ferret | start-ferret   (fault tests: bounce FerretDB only)
 #
 # Idempotent. The built binary is cached outside the repo ($FWB_CACHE_DIR) and
@@ -149,7 +151,8 @@ case "${1:-up}" in
     if pg_running; then as_pg "$(pg_bindir)/pg_ctl" -D "$PG_DATA" -m fast -w stop >/dev/null; fi
     ;;
   status)
-    if ferret_running && pg_running; then echo "$URI"; else exit 1; fi
+    if port_open "$FERRET_PORT" && ferret_running && pg_running; then echo "$URI"; else echo "not running"; exit 1; fi
     ;;
-  *) echo "usage: $0 up|down|status|build|start-ferret|stop-ferret" >&2; exit 2 ;;
+  uri) echo "$URI" ;;
+  *) echo "usage: $0 up|down|status|uri|build|start-ferret|stop-ferret" >&2; exit 2 ;;
 esac

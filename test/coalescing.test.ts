@@ -1,16 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Db, MongoClient } from 'mongodb'
 import { WriteBuffer } from '../src/index.js'
-import { countWriteCommands, openDb } from './helpers.js'
+import { openDb } from './helpers.js'
 
 let client: MongoClient
 let db: Db
-let commands: ReturnType<typeof countWriteCommands>
 const statements: number[] = []
 
 beforeAll(async () => {
   ({ client, db } = await openDb('coalescing'))
-  commands = countWriteCommands(client)
   client.on('commandStarted', ev => { if (ev.commandName === 'update') statements.push((ev.command.updates as unknown[]).length) })
 })
 afterAll(async () => { await client.close() })

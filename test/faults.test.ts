@@ -21,6 +21,10 @@ async function standInRunning (): Promise<boolean> {
   }
 }
 const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))
+/** Polls `done` (set by writes settling elsewhere) every 20 ms until it holds. */
+async function until (done: () => boolean): Promise<void> {
+  while (!done()) await sleep(20)
+}
 
 let direct: MongoClient
 let directDb: Db
@@ -60,7 +64,10 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     await directDb.collection('cut_inc').insertMany(Array.from({ length: 200 }, (_, k) => ({ _id: k, n: 0 })) as never[])
     await directDb.collection('cut_set').insertMany(Array.from({ length: 200 }, (_, k) => ({ _id: k })) as never[])
     const wb = new WriteBuffer(db, {
-      maxBatchSize: 200, flushIntervalMs: 2, maxInFlight: 4, writeTimeoutMs: 30_000,
+      maxBatchSize: 200,
+      flushIntervalMs: 2,
+      maxInFlight: 4,
+      writeTimeoutMs: 30_000,
       retry: { maxAttempts: 8, baseDelayMs: 20, maxDelayMs: 300 },
     })
     const inserts = new Ledger()
@@ -70,10 +77,10 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     const counters = wb.collection('cut_inc')
     const setDocs = wb.collection('cut_set')
     const pending: Array<Promise<void>> = []
-    let cutting = true
+    const stopCutting = new AbortController()
     const chaos = (async () => {
       let k = 0
-      while (cutting) {
+      while (!stopCutting.signal.aborted) {
         await sleep(25 + Math.random() * 40)
         if (k++ % 2 === 0) proxy.cutAll()
         else proxy.dropAfter(Math.floor(Math.random() * 20_000))
@@ -94,7 +101,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
       await sleep(15)
     }
     await sleep(300)
-    cutting = false
+    stopCutting.abort()
     await chaos
     await within(90_000, Promise.all(pending))
     expect(inserts.unsettled + incs.unsettled + sets.unsettled).toBe(0)
@@ -189,7 +196,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     expect(wb.stats().batches).toBe(batchesBefore) // no busy re-sending while stalled
     expect((cpu.user + cpu.system) / 1000).toBeLessThan(250)
     proxy.resume()
-    await within(60_000, (async () => { while (ok + other < 10_000) await sleep(20) })())
+    await within(60_000, until(() => ok + other >= 10_000))
     expect(other).toBe(0)
     expect(ok).toBe(10_000)
     expect(await directDb.collection('stall_events').countDocuments({ marker: { $exists: true } })).toBe(10_000)
@@ -227,17 +234,17 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     const c = wb.collection('restart_events')
     const pending: Array<Promise<void>> = []
     // writes keep coming (20 every 10 ms) from before the stop until after the restart
-    let restarted = false
+    const stopWriting = new AbortController()
     const restart = (async () => {
       await sleep(300)
       await run('bash', [devDb, 'stop-ferret'])
       await sleep(1000)
       await run('bash', [devDb, 'start-ferret'])
       await sleep(300)
-      restarted = true
+      stopWriting.abort()
     })()
     let marker = 0
-    while (!restarted) {
+    while (!stopWriting.signal.aborted) {
       for (let j = 0; j < 20; j++, marker++) pending.push(ledger.track(marker, c.insertOne({ marker })))
       await sleep(10)
     }

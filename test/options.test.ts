@@ -4,6 +4,11 @@ import { InvalidOptionError, WriteBuffer } from '../src/index.js'
 
 const fakeDb = { collection: () => ({}) } as unknown as Db
 
+function thrownBy (fn: () => unknown): unknown {
+  try { fn() } catch (err) { return err }
+  return undefined
+}
+
 describe('options are validated once, with the bad value in the message', () => {
   const cases: Array<[object, RegExp]> = [
     [{ maxBatchSize: 0 }, /maxBatchSize must be an integer from 1 to 100000, got 0/],
@@ -22,8 +27,7 @@ describe('options are validated once, with the bad value in the message', () => 
   ]
   for (const [options, message] of cases) {
     it(JSON.stringify(options), () => {
-      let err: unknown
-      try { new WriteBuffer(fakeDb, options as never) } catch (e) { err = e }
+      const err = thrownBy(() => new WriteBuffer(fakeDb, options as never))
       expect(err).toBeInstanceOf(InvalidOptionError)
       expect(err).toBeInstanceOf(TypeError)
       expect((err as InvalidOptionError).code).toBe('WRITE_BUFFER_INVALID_OPTION')

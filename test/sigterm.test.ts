@@ -22,7 +22,7 @@ describe('SIGTERM during load (the example app as a child process)', () => {
     const output: string[] = []
     const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>
     // the server logs at warn: wait for the port instead of the "listening" line
-    void listeningAddress(child, output).catch(() => {})
+    listeningAddress(child, output).catch(() => {})
     const base = `http://127.0.0.1:${port}`
     for (let i = 0; i < 200; i++) {
       if (await fetch(`${base}/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"type":"warm"}' }).then(r => r.ok, () => false)) break

@@ -55,7 +55,7 @@ export function svg (groups, heading) {
   const height = y + 30
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">`,
-    `<rect width="100%" height="100%" fill="#fff"/>`,
+    '<rect width="100%" height="100%" fill="#fff"/>',
     text(12, 22, heading, 'font-size="14" fill="#333"'),
     ...parts,
     ...legend,

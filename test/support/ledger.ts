@@ -16,7 +16,7 @@ export class Ledger {
     this.#unsettled++
     return p.then(
       () => { this.told.push({ marker, ok: true }) },
-      (err: { outcome?: string, code?: unknown }) => { this.told.push({ marker, ok: false, outcome: err.outcome, code: err.code }) },
+      (err: { outcome?: string, code?: unknown }) => { this.told.push({ marker, ok: false, outcome: err.outcome, code: err.code }) }
     ).finally(() => { this.#unsettled-- })
   }
 
