@@ -35,7 +35,7 @@ export class BufferedCollection<TSchema extends Document = AnyDocument> {
     readonly collection: Collection<TSchema>,
     readonly ordered: boolean,
     submit: Submit,
-    cache: ReadCache | undefined,
+    cache: ReadCache | undefined
   ) {
     this.#submit = submit
     this.#cache = cache
@@ -84,7 +84,7 @@ export class BufferedCollection<TSchema extends Document = AnyDocument> {
    * a plain driver findOne otherwise.
    */
   findOne (filter: Filter<TSchema>, options?: FindOptions): Promise<TSchema | null> {
-    if (this.#cache === undefined) return this.collection.findOne(filter, options) as Promise<TSchema | null>
+    if (this.#cache === undefined) return this.collection.findOne<TSchema>(filter, options ?? {})
     return this.#cache.findOne(this.collection as unknown as Collection, this.collection.collectionName, filter, options) as Promise<TSchema | null>
   }
 }

@@ -86,20 +86,17 @@ export class WriteRejectedError extends Error {
 /** Compact, safe rendering of a user value for error messages (never huge, never throws). */
 export function describe (value: unknown): string {
   if (value === null) return 'null'
-  const t = typeof value
-  if (t === 'string') {
-    const s = value as string
-    return JSON.stringify(s.length > 60 ? s.slice(0, 57) + '...' : s)
-  }
-  if (t === 'bigint') return `${String(value)}n`
-  if (t !== 'object' && t !== 'function') return String(value)
+  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? value.slice(0, 57) + '...' : value)
+  if (typeof value === 'bigint') return `${value.toString()}n`
+  if (typeof value === 'symbol') return value.toString()
+  if (typeof value === 'function') return 'a function'
+  if (typeof value === 'number' || typeof value === 'boolean' || value === undefined) return String(value)
   if (Array.isArray(value)) return `an array of length ${value.length}`
-  if (t === 'function') return 'a function'
-  const ctor = (value as object).constructor
+  const ctor = (value as { constructor?: unknown }).constructor
   const name = typeof ctor === 'function' && ctor.name !== '' ? ctor.name : 'Object'
   let keys: string[]
   try {
-    keys = Object.keys(value as object)
+    keys = Object.keys(value)
   } catch {
     return `a ${name}`
   }

@@ -93,12 +93,14 @@ function bool (name: string, value: unknown, def: boolean): boolean {
   return value
 }
 
-function object<T> (name: string, value: unknown): T | undefined {
-  if (value === undefined) return undefined
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw new InvalidOptionError(`${name} must be an object, got ${describe(value)}`)
+/** `value` as given (typed by its caller's declaration), after checking it is an object. */
+function object<T extends object> (name: string, value: T | undefined): T | undefined {
+  const given: unknown = value
+  if (given === undefined) return undefined
+  if (given === null || typeof given !== 'object' || Array.isArray(given)) {
+    throw new InvalidOptionError(`${name} must be an object, got ${describe(given)}`)
   }
-  return value as T
+  return value
 }
 
 function checkKnown (name: string, value: object, known: readonly string[]): void {
@@ -114,7 +116,7 @@ export const WRITE_BUFFER_OPTION_NAMES: readonly string[] = KNOWN
 
 function resolveCache (value: unknown): Required<CacheOptions> | undefined {
   if (value === undefined || value === false) return undefined
-  const c = object<CacheOptions>('cache', value) ?? {}
+  const c = object('cache', value as CacheOptions | undefined) ?? {}
   checkKnown('cache.', c, ['ttlMs', 'negativeTtlMs', 'maxEntries', 'maxBytes'])
   const ttlMs = int('cache.ttlMs', c.ttlMs, 5_000, 1, 86_400_000)
   return {
@@ -127,14 +129,15 @@ function resolveCache (value: unknown): Required<CacheOptions> | undefined {
 
 /** Validates once at construction; the hot path only reads the resolved values. */
 export function resolveOptions (input: unknown): ResolvedOptions {
-  const o = object<WriteBufferOptions>('options', input) ?? {}
+  const o = object('options', input as WriteBufferOptions | undefined) ?? {}
   checkKnown('', o, KNOWN)
-  if (o.onFull !== undefined && o.onFull !== 'wait' && o.onFull !== 'reject') {
-    throw new InvalidOptionError(`onFull must be 'wait' or 'reject', got ${describe(o.onFull)}`)
+  const onFull: unknown = o.onFull
+  if (onFull !== undefined && onFull !== 'wait' && onFull !== 'reject') {
+    throw new InvalidOptionError(`onFull must be 'wait' or 'reject', got ${describe(onFull)}`)
   }
-  const retry = object<RetryOptions>('retry', o.retry) ?? {}
+  const retry = object('retry', o.retry) ?? {}
   checkKnown('retry.', retry, ['maxAttempts', 'baseDelayMs', 'maxDelayMs'])
-  const logger = object<Logger>('logger', o.logger)
+  const logger = object('logger', o.logger)
   if (logger !== undefined) {
     for (const m of ['debug', 'warn', 'error'] as const) {
       if (typeof logger[m] !== 'function') throw new InvalidOptionError(`logger.${m} must be a function, got ${describe(logger[m])}`)
@@ -157,7 +160,7 @@ export function resolveOptions (input: unknown): ResolvedOptions {
     onFullReject: o.onFull === 'reject',
     maxInFlight: int('maxInFlight', o.maxInFlight, 4, 1, 256),
     coalesce: bool('coalesce', o.coalesce, true),
-    writeConcern: object<WriteConcernSettings>('writeConcern', o.writeConcern),
+    writeConcern: object('writeConcern', o.writeConcern),
     writeTimeoutMs: int('writeTimeoutMs', o.writeTimeoutMs, 0, 0, 86_400_000),
     closeTimeoutMs: int('closeTimeoutMs', o.closeTimeoutMs, 10_000, 0, 3_600_000),
     maxAttempts: int('retry.maxAttempts', retry.maxAttempts, 4, 1, 100),

@@ -56,7 +56,8 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
   let client: MongoClient | undefined
   let target: Db
   if (db !== undefined) {
-    if (db === null || typeof db !== 'object' || typeof db.collection !== 'function') {
+    const given: unknown = db
+    if (given === null || typeof given !== 'object' || typeof (given as Db).collection !== 'function') {
       throw new InvalidOptionError(`db must be a mongodb Db, got ${describe(db)}`)
     }
     target = db

@@ -57,7 +57,8 @@ export class WriteBuffer {
   #closing: Promise<void> | null = null
 
   constructor (db: Db, options?: WriteBufferOptions) {
-    if (db === null || typeof db !== 'object' || typeof (db as Db | undefined)?.collection !== 'function') {
+    const given: unknown = db
+    if (given === null || typeof given !== 'object' || typeof (given as Db).collection !== 'function') {
       throw new TypeError('WriteBuffer needs a mongodb Db as its first argument')
     }
     this.db = db

@@ -19,7 +19,7 @@ export class Batch {
      * taken by the queue's fast path (only generated-_id inserts): its targets are not held
      * unless another kind of write shows up while it is out (see CollectionQueue)
      */
-    readonly fresh: boolean,
+    readonly fresh: boolean
   ) {}
 
   get size (): number { return this.ops.length }

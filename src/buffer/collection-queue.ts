@@ -46,7 +46,7 @@ export class CollectionQueue {
     readonly name: string,
     readonly collection: Collection,
     readonly ordered: boolean,
-    readonly listener: QueueListener,
+    readonly listener: QueueListener
   ) {}
 
   get size (): number { return this.#size }

@@ -20,20 +20,23 @@ export class FlushTracker {
 
   /** A write was submitted: returns the epoch to hand back to `settle`. */
   open (): number {
-    this.#counts[this.#epoch - this.#base]!++
+    const i = this.#epoch - this.#base
+    this.#counts[i] = (this.#counts[i] ?? 0) + 1
     this.#unsettled++
     return this.#epoch
   }
 
   settle (epoch: number): void {
     const i = epoch - this.#base
-    this.#counts[i]!--
+    const left = (this.#counts[i] ?? 0) - 1
+    this.#counts[i] = left
     this.#unsettled--
-    if (i !== 0 || this.#counts[0] !== 0 || this.#waiters.length === 0) return
-    while (this.#counts.length > 1 && this.#counts[0] === 0) {
-      this.#counts.shift()
-      this.#base++
-    }
+    if (i !== 0 || left !== 0 || this.#waiters.length === 0) return
+    // drop every leading epoch that has nothing unsettled (the current one always stays)
+    let done = 0
+    while (done < this.#counts.length - 1 && this.#counts[done] === 0) done++
+    this.#counts.splice(0, done)
+    this.#base += done
     const waiters = this.#waiters
     while (waiters.length > 0 && (waiters[0] as Waiter).epoch < this.#base) (waiters.shift() as Waiter).resolve()
   }

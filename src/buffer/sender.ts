@@ -31,7 +31,7 @@ export class Sender {
     readonly retries: Retries,
     readonly driverRetries: DriverRetries,
     /** the batch's answer was handled */
-    readonly returned: (batch: Batch) => void,
+    readonly returned: (batch: Batch) => void
   ) {
     const wc = options.writeConcern
     this.#unordered = wc === undefined ? { ordered: false } : { ordered: false, writeConcern: wc }
@@ -50,7 +50,7 @@ export class Sender {
       async (err: unknown) => {
         await this.#failed(batch, err)
         if (started >= 0) publishBatch(queue.name, batch.size, started, err)
-      },
+      }
     ).catch((bug: unknown) => {
       // a bug in result handling must not strand the batch: settle whoever is left
       for (const op of batch.ops) {

@@ -33,7 +33,7 @@ export class Settler {
   constructor (
     readonly admission: Admission,
     readonly flushes: FlushTracker,
-    readonly cache: ReadCache | undefined,
+    readonly cache: ReadCache | undefined
   ) {}
 
   /** The promise the caller of `op` awaits. */

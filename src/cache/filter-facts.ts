@@ -56,8 +56,8 @@ export function intersects (a: Set<string>, b: Set<string>): boolean {
 
 function isOperatorObject (v: unknown): boolean {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return false
-  for (const k in v) return k.charCodeAt(0) === 36
-  return false
+  const first = Object.keys(v)[0]
+  return first !== undefined && first.charCodeAt(0) === 36
 }
 
 /**

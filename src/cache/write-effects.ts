@@ -74,7 +74,7 @@ export class WriteEffects {
   #patch (e: Entry, op: WriteOp, doc: Document, body: WriteBody): void {
     let next: Document | null = null
     if (op.kind === REPLACE_ONE && body.replacement !== undefined) {
-      next = { ...body.replacement, _id: doc._id }
+      next = { ...body.replacement, _id: doc._id as unknown }
     } else if (op.kind !== DELETE_ONE && op.kind !== DELETE_MANY && applyUpdate(doc, body.update)) {
       next = doc
     }

@@ -1,4 +1,4 @@
-import type { WriteOutcome } from '../errors.js'
+import { describe, type WriteOutcome } from '../errors.js'
 
 export interface Failure {
   /** what the failure says about the writes of the batch */
@@ -27,14 +27,14 @@ const TRANSIENT_CODES = new Set([6, 7, 89, 91, 189, 262, 9001, 11600, 11602, 63,
  * the real error in `errorResponse`; unwrap it before deciding anything.
  */
 function unwrap (err: unknown): unknown {
-  const e = err as MaybeMongoError
+  const e = err as MaybeMongoError | null | undefined
   if (e?.name === 'MongoBulkWriteError' && e.errorResponse instanceof Error) return e.errorResponse
   return err
 }
 
 /** A MongoBulkWriteError carrying the server's `{ ok: 0 }` reply: the whole command was refused. */
 function isCommandError (e: MaybeMongoError): boolean {
-  const r = e.errorResponse as { ok?: unknown } | undefined
+  const r = e.errorResponse as { ok?: unknown } | null | undefined
   return e.name === 'MongoServerError' || (e.name === 'MongoBulkWriteError' && r !== null && typeof r === 'object' && r.ok === 0)
 }
 
@@ -46,11 +46,11 @@ function isCommandError (e: MaybeMongoError): boolean {
  * server labelled it NoWritesPerformed. Such errors are 'unknown' (still transient).
  */
 export function classify (err: unknown, driverMayRetry: boolean): Failure {
-  const e = unwrap(err) as MaybeMongoError
+  const e = unwrap(err) as MaybeMongoError | null | undefined
   const name = e?.name ?? ''
   const noWrites = e?.hasErrorLabel?.('NoWritesPerformed') === true
   const notSent: WriteOutcome = driverMayRetry && !noWrites ? 'unknown' : 'not-sent'
-  const f = classifyError(e, name, notSent)
+  const f = classifyError(e ?? {}, name, notSent)
   // belt and braces: a result that shows progress means part of the batch was applied
   const r = (err as { result?: { insertedCount?: number, matchedCount?: number, deletedCount?: number, upsertedCount?: number } }).result
   if (f.outcome === 'not-sent' && r !== undefined &&
@@ -79,7 +79,7 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome)
     case 'MongoOperationTimeoutError':
       return { outcome: 'unknown', transient: false, error: e }
   }
-  const code = typeof e?.code === 'number' ? e.code : undefined
+  const code = typeof e.code === 'number' ? e.code : undefined
   if (name === 'MongoServerError' || (name === 'MongoBulkWriteError' && code !== undefined)) {
     // a command-level answer from the server, or (a MongoBulkWriteError without an
     // `ok: 0` reply) a write concern error: applied, but not as durably as asked
@@ -96,5 +96,6 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome)
 /** One line for logs and error messages: `Name code: message`. */
 export function describeError (err: unknown): string {
   const e = err as { name?: string, message?: string, code?: unknown } | null | undefined
-  return `${e?.name ?? 'Error'}${e?.code !== undefined ? ` ${String(e.code)}` : ''}: ${e?.message ?? String(err)}`
+  const code = typeof e?.code === 'number' || typeof e?.code === 'string' ? ` ${e.code}` : ''
+  return `${e?.name ?? 'Error'}${code}: ${e?.message ?? describe(err)}`
 }

@@ -93,11 +93,12 @@ function checkNoOperators (what: string, doc: Document): void {
   }
 }
 
-function checkOptions (options: WriteOptions | undefined): void {
+function checkOptions (input: WriteOptions | undefined): void {
+  const options: unknown = input
   if (options === undefined) return
   if (typeof options !== 'object' || options === null) throw new InvalidWriteError(`options must be an object, got ${describe(options)}`)
-  const { signal, timeoutMs } = options
-  if (signal !== undefined && (typeof signal !== 'object' || signal === null || typeof signal.addEventListener !== 'function')) {
+  const { signal, timeoutMs } = options as { signal?: unknown, timeoutMs?: unknown }
+  if (signal !== undefined && (typeof signal !== 'object' || signal === null || typeof (signal as AbortSignal).addEventListener !== 'function')) {
     throw new InvalidWriteError(`signal must be an AbortSignal, got ${describe(signal)}`)
   }
   if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !Number.isFinite(timeoutMs))) {
@@ -135,7 +136,7 @@ export function buildUpdate (many: boolean, filter: unknown, update: unknown, op
   const f = checkFilter(filter)
   const u = checkUpdate(update)
   checkOptions(options)
-  const bytes = sizeOf('filter', f) + sizeOf('update', u as Document)
+  const bytes = sizeOf('filter', f) + sizeOf('update', u)
   const body: Document = { filter: f, update: u }
   if (options !== undefined) copyExtras(body, options)
   const kind: Kind = many ? UPDATE_MANY : UPDATE_ONE

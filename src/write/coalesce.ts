@@ -50,10 +50,11 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
     const fields = nextUpdate[op] as Document
     for (const path in fields) {
       for (const op2 in current) {
-        for (const path2 in current[op2]) {
+        const fields2 = current[op2] as Document
+        for (const path2 in fields2) {
           if (!overlaps(path, path2)) continue
           if (path !== path2 || op !== op2) return false
-          if (op === '$inc' && (typeof fields[path] !== 'number' || typeof current[op2][path2] !== 'number')) return false
+          if (op === '$inc' && (typeof fields[path] !== 'number' || typeof fields2[path2] !== 'number')) return false
         }
       }
       if (op === '$inc' && typeof fields[path] !== 'number') return false
@@ -63,7 +64,7 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
   let merged = leaderUpdate
   if (leader.ownUpdate === null) {
     merged = {}
-    for (const op in leaderUpdate) merged[op] = { ...leaderUpdate[op] }
+    for (const op in leaderUpdate) merged[op] = { ...(leaderUpdate[op] as Document) }
     leader.ownUpdate = leaderUpdate
     lb.update = merged
   }
@@ -73,7 +74,7 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
     const target = (merged[op] ??= {}) as Document
     for (const path in fields) {
       if (op === '$inc') target[path] = (target[path] === undefined ? 0 : target[path] as number) + (fields[path] as number)
-      else target[path] = fields[path]
+      else target[path] = fields[path] as unknown
     }
   }
   ;(leader.coalesced ??= []).push(next)

@@ -1,6 +1,6 @@
 import type { Document } from 'mongodb'
 import { touchesFilter } from './paths.js'
-import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, UPDATE_MANY, UPDATE_ONE, type WriteOp } from './write-op.js'
+import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteOp } from './write-op.js'
 
 const IDEMPOTENT_OPERATORS = new Set(['$set', '$unset', '$setOnInsert'])
 
@@ -25,7 +25,6 @@ export function isRetrySafe (op: WriteOp): boolean {
   if (op.kind === INSERT || op.kind === DELETE_MANY) return true
   const body = op.body
   if (op.kind === DELETE_ONE || op.kind === REPLACE_ONE) return onlyId(body.filter)
-  if (op.kind !== UPDATE_ONE && op.kind !== UPDATE_MANY) return false
   const update = body.update
   if (update === undefined || Array.isArray(update) || body.arrayFilters !== undefined) return false
   for (const operator in update) if (!IDEMPOTENT_OPERATORS.has(operator)) return false

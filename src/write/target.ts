@@ -22,7 +22,7 @@ function scalarKey (v: unknown): string | undefined {
       const b = v as BsonLike
       if (b._bsontype === 'ObjectId' && typeof b.toHexString === 'function') return 'o' + b.toHexString()
       // one number, one key: 5, Int32(5), Long(5) and Double(5) select the same documents
-      if (b._bsontype === 'Int32' || b._bsontype === 'Long' || b._bsontype === 'Double') return 'n' + String(v)
+      if (b._bsontype === 'Int32' || b._bsontype === 'Long' || b._bsontype === 'Double') return 'n' + (v as { toString: () => string }).toString()
       if (v instanceof Date) return 'd' + String(v.getTime())
       return undefined
     }

@@ -84,14 +84,15 @@ export class WriteOp {
     /** the inserted document's _id, or undefined */
     readonly id: unknown,
     /** the _id was generated here (so only our own retry can collide with it) */
-    readonly generatedId: boolean,
+    readonly generatedId: boolean
   ) {
     this.#target = target
   }
 
   /** same-target key (see target.ts) */
   get target (): string {
-    return this.#target ??= targetOfId(this.id)
+    this.#target ??= targetOfId(this.id)
+    return this.#target
   }
 
   /** the op's body inside its bulkWrite model (mutable: coalescing rewrites `update`) */
