@@ -21,7 +21,7 @@ const fakeDb = {
   }),
 }
 
-const wb = new WriteBuffer(fakeDb, { maxBatchSize: 1000, flushIntervalMs: 5 })
+const wb = new WriteBuffer(fakeDb, { maxBatchSize: 1000 })
 const col = wb.collection('c')
 const kinds = {
   baseline: i => Promise.resolve({ i, s: 'x' }), // the harness alone: building the doc and awaiting

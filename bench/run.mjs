@@ -13,6 +13,7 @@ import { svg } from './report/svg.mjs'
 import { coalescingSuite } from './suites/coalescing.mjs'
 import { hotPathSuite } from './suites/hot-path.mjs'
 import { httpSuite } from './suites/http.mjs'
+import { loadCurveSuite } from './suites/load-curve.mjs'
 import { loginSuite } from './suites/login.mjs'
 import { overheadSuite } from './suites/overhead.mjs'
 import { rawSuite } from './suites/raw.mjs'
@@ -35,9 +36,9 @@ if (!uri) {
 const mode = args.quick ? 'quick' : 'full'
 const common = { baselineRef: args.baseline }
 const settings = args.quick
-  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 3, loginDurationS: 2, hotPathOps: 50_000 }
-  : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, loginDurationS: 10, hotPathOps: 200_000 }
-const SUITES = { raw: rawSuite, overhead: overheadSuite, http: httpSuite, login: loginSuite, coalescing: coalescingSuite, hotPath: hotPathSuite }
+  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 3, loginDurationS: 2, curveDurationS: 1, hotPathOps: 50_000, hotPathPasses: 1 }
+  : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, loginDurationS: 10, curveDurationS: 8, hotPathOps: 200_000, hotPathPasses: 3 }
+const SUITES = { raw: rawSuite, overhead: overheadSuite, http: httpSuite, loadCurve: loadCurveSuite, login: loginSuite, coalescing: coalescingSuite, hotPath: hotPathSuite }
 
 const started = performance.now()
 const report = { mode, startedAt: new Date().toISOString(), durationMs: 0, machine: await machineInfo(uri), suites: {}, targets: [] }

@@ -4,7 +4,38 @@ import { ratio } from './stats.mjs'
 
 const fmt = (x, unit = '') => (x === null || x === undefined ? 'n/a' : `${x.toLocaleString('en-US')}${unit}`)
 
-export function evaluateTargets ({ http, overhead, login, coalescing, hotPath }) {
+function curveTargets (loadCurve) {
+  const at = c => loadCurve.curve.insert.find(p => p.connections === c)
+  const row = c => loadCurve.results.find(r => r.key === `insert-buffered-${c}`)
+  const fmtPoint = c => `${fmt(at(c)?.ratio, 'x')} @${c}`
+  const floors = { 1: 0.95, 10: 1.5, 100: 5, 400: 8 }
+  const peakOk = loadCurve.results.filter(r => r.variant === 'buffered').every(r => r.peakConnections <= loadCurve.maxInFlight + 1)
+  return [
+    {
+      suite: 'loadCurve',
+      target: 'Insert route, buffered ÷ naive: ≥ 0.95x @1 (p50 within 0.5 ms), ≥ 1.5x @10, ≥ 5x @100, ≥ 8x @400',
+      measured: Object.keys(floors).map(Number).map(fmtPoint).join(', ') + `; p50 delta @1 ${fmt(at(1)?.p50DeltaMs, ' ms')}`,
+      met: Object.entries(floors).every(([c, floor]) => (at(Number(c))?.ratio ?? 0) >= floor) && Math.abs(at(1)?.p50DeltaMs ?? Infinity) <= 0.5,
+      notes: `login route: ${loadCurve.curve.login.map(p => `${fmt(p.ratio, 'x')} @${p.connections}`).join(', ')}`,
+    },
+    {
+      suite: 'loadCurve',
+      target: 'Machine idle ≤ 10% at 100 and 400 connections (insert route, buffered)',
+      measured: [100, 400].map(c => `${fmt(row(c)?.idlePct, '%')} @${c}`).join(', '),
+      met: [100, 400].every(c => (row(c)?.idlePct ?? 100) <= 10),
+      notes: `app CPU per request ${[1, 10, 100, 400].map(c => `${fmt(row(c)?.appCpuUsPerReq, ' µs')} @${c}`).join(', ')}`,
+    },
+    {
+      suite: 'loadCurve',
+      target: 'Peak server connections of the buffered routes ≤ maxInFlight + 1',
+      measured: loadCurve.results.filter(r => r.variant === 'buffered').map(r => `${r.route} ${r.peakConnections} @${r.connections}`).join(', '),
+      met: peakOk,
+      notes: `maxInFlight ${loadCurve.maxInFlight} (default)`,
+    },
+  ]
+}
+
+export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve }) {
   const { noop, naive, buffered, fire } = byKey(http.results)
   const p99Ratio = http.ratios.bufferedP99VsNaive
   const worstOverhead = overhead.comparisons.reduce((a, b) => (b.overheadPct > a.overheadPct ? b : a))
@@ -12,6 +43,7 @@ export function evaluateTargets ({ http, overhead, login, coalescing, hotPath })
   const { naive: uncoalesced, buffered: coalesced } = byKey(coalescing.results)
   const slowest = hotPath.results.reduce((a, b) => (b.nsPerOp > a.nsPerOp ? b : a))
   return [
+    ...(loadCurve === undefined ? [] : curveTargets(loadCurve)),
     {
       suite: 'http',
       target: 'HTTP: WriteBuffer ≥ 8x naive req/s, p99 ≤ 2x naive',

@@ -34,7 +34,13 @@ export interface WriteBufferOptions {
   maxBatchSize?: number
   /** Approximate BSON bytes per bulkWrite. Default 8 MiB; at most 15 MiB (one command per bulkWrite). */
   maxBatchBytes?: number
-  /** Longest a write waits for company before a flush. Default 5 ms. */
+  /**
+   * Longest a write may wait for company. Default 0: adaptive — a collection's writes are
+   * sent at the end of the event-loop turn when it has nothing in flight, and gather while
+   * it has (group commit). A positive value holds writes up to that long for bigger batches.
+   */
+  lingerMs?: number
+  /** @deprecated since 0.2: use `lingerMs` (same meaning; removed in the next minor version). */
   flushIntervalMs?: number
   /** Writes queued + in flight before `onFull` applies. Default 100,000. */
   maxPending?: number
@@ -61,7 +67,7 @@ export interface WriteBufferOptions {
 export interface ResolvedOptions {
   maxBatchSize: number
   maxBatchBytes: number
-  flushIntervalMs: number
+  lingerMs: number
   maxPending: number
   maxPendingBytes: number
   onFullReject: boolean
@@ -83,6 +89,14 @@ function int (name: string, value: unknown, def: number, min: number, max: numbe
   if (value === undefined) return def
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw new InvalidOptionError(`${name} must be an integer from ${min} to ${max}, got ${describe(value)}`)
+  }
+  return value
+}
+
+function milliseconds (name: string, value: unknown): number {
+  if (value === undefined) return 0
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > 60_000) {
+    throw new InvalidOptionError(`${name} must be a number from 0 to 60000, got ${describe(value)}`)
   }
   return value
 }
@@ -109,7 +123,7 @@ function checkKnown (name: string, value: object, known: readonly string[]): voi
   }
 }
 
-const KNOWN = ['maxBatchSize', 'maxBatchBytes', 'flushIntervalMs', 'maxPending', 'maxPendingBytes', 'onFull',
+const KNOWN = ['maxBatchSize', 'maxBatchBytes', 'lingerMs', 'flushIntervalMs', 'maxPending', 'maxPendingBytes', 'onFull',
   'maxInFlight', 'coalesce', 'writeConcern', 'writeTimeoutMs', 'closeTimeoutMs', 'retry', 'cache', 'logger'] as const
 
 export const WRITE_BUFFER_OPTION_NAMES: readonly string[] = KNOWN
@@ -143,10 +157,15 @@ export function resolveOptions (input: unknown): ResolvedOptions {
       if (typeof logger[m] !== 'function') throw new InvalidOptionError(`logger.${m} must be a function, got ${describe(logger[m])}`)
     }
   }
-  const flushIntervalMs = o.flushIntervalMs
-  if (flushIntervalMs !== undefined &&
-    (typeof flushIntervalMs !== 'number' || !Number.isFinite(flushIntervalMs) || flushIntervalMs < 0 || flushIntervalMs > 60_000)) {
-    throw new InvalidOptionError(`flushIntervalMs must be a number from 0 to 60000, got ${describe(flushIntervalMs)}`)
+  // the deprecated alias, read untyped: it is only ever forwarded to lingerMs
+  const legacyLinger = (o as Record<string, unknown>).flushIntervalMs
+  if (o.lingerMs !== undefined && legacyLinger !== undefined) {
+    throw new InvalidOptionError('flushIntervalMs is the deprecated name of lingerMs: give only lingerMs')
+  }
+  const lingerMs = legacyLinger === undefined ? milliseconds('lingerMs', o.lingerMs) : milliseconds('flushIntervalMs', legacyLinger)
+  if (legacyLinger !== undefined) {
+    process.emitWarning('fastify-write-buffer: the flushIntervalMs option is deprecated, use lingerMs (same meaning)',
+      { type: 'DeprecationWarning', code: 'FWB_DEP_FLUSH_INTERVAL_MS' })
   }
   const maxPending = int('maxPending', o.maxPending, 100_000, 1, 100_000_000)
   return {
@@ -154,7 +173,7 @@ export function resolveOptions (input: unknown): ResolvedOptions {
     // under the 16 MiB maxBsonObjectSize at which the driver would split one bulkWrite in
     // two commands (then a failure could leave it half applied)
     maxBatchBytes: int('maxBatchBytes', o.maxBatchBytes, 8 * MiB, 1024, 15 * MiB),
-    flushIntervalMs: flushIntervalMs ?? 5,
+    lingerMs,
     maxPending,
     maxPendingBytes: int('maxPendingBytes', o.maxPendingBytes, 256 * MiB, 17 * MiB, Number.MAX_SAFE_INTEGER),
     onFullReject: o.onFull === 'reject',

@@ -71,7 +71,7 @@ export class WriteBuffer {
     this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() })
     const sender = new Sender(o, settler, this.#retries, new DriverRetries(db), batch => { this.#dispatcher.returned(batch) })
     this.#dispatcher = new Dispatcher(
-      { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, flushIntervalMs: o.flushIntervalMs },
+      { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, lingerMs: o.lingerMs },
       {
         send: batch => { sender.send(batch) },
         timedOut,

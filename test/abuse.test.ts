@@ -14,7 +14,7 @@ cyclic.self = cyclic
 
 describe('bad input is rejected at once and never poisons a batch', () => {
   it('malformed writes among good ones in the same tick: good ones persist, bad ones name the value', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
     const c = wb.collection('mix')
     const any = c as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
     const bad: Array<[string, () => Promise<unknown>, RegExp]> = [
@@ -63,7 +63,7 @@ describe('bad input is rejected at once and never poisons a batch', () => {
   })
 
   it('a _id that the server refuses fails alone', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
     const c = wb.collection('badid')
     const results = await Promise.allSettled([
       c.insertOne({ _id: [1, 2] as never }), // arrays are not allowed as _id

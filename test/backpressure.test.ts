@@ -11,7 +11,7 @@ afterAll(async () => { await client.close() })
 
 describe('a full queue', () => {
   it("onFull: 'reject' answers WRITE_BUFFER_FULL at once and keeps the rest", async () => {
-    const wb = new WriteBuffer(db, { maxPending: 100, onFull: 'reject', flushIntervalMs: 50 })
+    const wb = new WriteBuffer(db, { maxPending: 100, onFull: 'reject', lingerMs: 50 })
     const c = wb.collection('reject')
     const settled = await Promise.allSettled(Array.from({ length: 150 }, (_, i) => c.insertOne({ i })))
     const full = settled.filter(s => s.status === 'rejected').map(s => (s as PromiseRejectedResult).reason as WriteBufferError)
@@ -22,7 +22,7 @@ describe('a full queue', () => {
   })
 
   it("onFull: 'wait' holds writes until there is room, then writes them all", async () => {
-    const wb = new WriteBuffer(db, { maxPending: 50, maxBatchSize: 20, flushIntervalMs: 1 })
+    const wb = new WriteBuffer(db, { maxPending: 50, maxBatchSize: 20, lingerMs: 1 })
     const c = wb.collection('wait')
     let maxPending = 0
     const writes = Array.from({ length: 400 }, (_, i) => c.insertOne({ i }).then(r => { maxPending = Math.max(maxPending, wb.stats().pending); return r }))
@@ -35,7 +35,7 @@ describe('a full queue', () => {
   })
 
   it('a waiting write honours its AbortSignal', async () => {
-    const wb = new WriteBuffer(db, { maxPending: 1, flushIntervalMs: 30 })
+    const wb = new WriteBuffer(db, { maxPending: 1, lingerMs: 30 })
     const c = wb.collection('abort')
     const first = c.insertOne({ n: 1 })
     const ac = new AbortController()
@@ -49,7 +49,7 @@ describe('a full queue', () => {
   })
 
   it('a queued write aborted before its flush is dropped and its caller told', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 50 })
+    const wb = new WriteBuffer(db, { lingerMs: 50 })
     const c = wb.collection('abort_queued')
     const ac = new AbortController()
     const dropped = c.insertOne({ n: 'dropped' }, { signal: ac.signal })

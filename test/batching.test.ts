@@ -41,7 +41,7 @@ describe('batching', () => {
   })
 
   it('a lone write is flushed by the interval, without flush()', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
     const t0 = Date.now()
     await wb.collection('lone').insertOne({ x: 1 })
     expect(Date.now() - t0).toBeGreaterThanOrEqual(15)
@@ -50,7 +50,7 @@ describe('batching', () => {
   })
 
   it('flushes by count before the interval elapses', async () => {
-    const wb = new WriteBuffer(db, { maxBatchSize: 50, flushIntervalMs: 60_000 })
+    const wb = new WriteBuffer(db, { maxBatchSize: 50, lingerMs: 60_000 })
     const c = wb.collection('bycount')
     await Promise.all(Array.from({ length: 50 }, (_, i) => c.insertOne({ i })))
     expect(await db.collection('bycount').countDocuments()).toBe(50)
@@ -65,7 +65,7 @@ describe('batching', () => {
   })
 
   it('flushes and splits by bytes', async () => {
-    const wb = new WriteBuffer(db, { maxBatchBytes: 64 * 1024, flushIntervalMs: 60_000 })
+    const wb = new WriteBuffer(db, { maxBatchBytes: 64 * 1024, lingerMs: 60_000 })
     const c = wb.collection('bybytes')
     const big = 'x'.repeat(10 * 1024)
     await Promise.all(Array.from({ length: 20 }, (_, i) => c.insertOne({ i, big })))
@@ -94,7 +94,7 @@ describe('batching', () => {
   })
 
   it('after a flush() the next lone write is still sent by the timer', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 5 })
+    const wb = new WriteBuffer(db, { lingerMs: 5 })
     const c = wb.collection('timer_after_flush')
     const first = c.insertOne({ n: 1 }) // arms the timer…
     await wb.flush() // …which flush() cancels

@@ -15,7 +15,7 @@ afterAll(async () => { await client.close() })
 
 describe('coalescing', () => {
   it('merges consecutive $inc/$set on one target into one op; every caller settles', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
     const c = wb.collection('hot')
     await c.insertOne({ _id: 'h' as never, n: 0 })
     statements.length = 0
@@ -33,7 +33,7 @@ describe('coalescing', () => {
   })
 
   it('1,000 updates over 10 hot documents cost at most 10 update statements', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
     const c = wb.collection('ten')
     statements.length = 0
     const writes = []
@@ -47,7 +47,7 @@ describe('coalescing', () => {
   })
 
   it('does not merge conflicting operators on one field, yet applies both in order', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
     const c = wb.collection('conflict')
     await c.insertOne({ _id: 1 as never, a: 1 })
     const before = wb.stats().coalescedOps
@@ -65,7 +65,7 @@ describe('coalescing', () => {
   })
 
   it('$setOnInsert is first-wins and only the first upsert reports upsertedId', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
     const c = wb.collection('soi')
     const results = await Promise.all([1, 2, 3].map(i =>
       c.updateOne({ _id: 'u' }, { $setOnInsert: { created: i }, $inc: { hits: 1 } }, { upsert: true })))
@@ -76,7 +76,7 @@ describe('coalescing', () => {
   })
 
   it('never merges when the update changes a filtered field', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
     const c = wb.collection('claim')
     await db.collection('claim').insertMany([{ _id: 1, status: 'new' }, { _id: 2, status: 'new' }] as never[])
     await Promise.all([
@@ -90,7 +90,7 @@ describe('coalescing', () => {
   })
 
   it('does not mutate the caller\'s update objects', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
     const c = wb.collection('immut')
     const u1 = { $inc: { n: 1 } }
     const u2 = { $inc: { n: 1 } }
@@ -102,7 +102,7 @@ describe('coalescing', () => {
 
   it('a merged update refused by the server is split: only the guilty caller fails', async () => {
     await db.collection('split').insertOne({ _id: 1, s: 'text', n: 0 } as never)
-    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
     const c = wb.collection('split')
     const [bad, good] = await Promise.allSettled([
       c.updateOne({ _id: 1 }, { $inc: { s: 1 } }), // $inc on a string: refused
@@ -119,7 +119,7 @@ describe('coalescing', () => {
   })
 
   it("a follower's $setOnInsert is a no-op, as it would be one by one", async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
     const c = wb.collection('soi_follower')
     await Promise.all([
       c.updateOne({ _id: 'k' }, { $set: { x: 1 } }, { upsert: true }),

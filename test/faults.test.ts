@@ -65,7 +65,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     await directDb.collection('cut_set').insertMany(Array.from({ length: 200 }, (_, k) => ({ _id: k })) as never[])
     const wb = new WriteBuffer(db, {
       maxBatchSize: 200,
-      flushIntervalMs: 2,
+      lingerMs: 2,
       maxInFlight: 4,
       writeTimeoutMs: 30_000,
       retry: { maxAttempts: 8, baseDelayMs: 20, maxDelayMs: 300 },
@@ -131,7 +131,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
   it('server down and back up during load', async () => {
     const wb = new WriteBuffer(db, {
       // while down, selection fails fast: give the retries ~15 s of budget
-      maxBatchSize: 100, flushIntervalMs: 2, writeTimeoutMs: 30_000, retry: { maxAttempts: 40, baseDelayMs: 50, maxDelayMs: 500 },
+      maxBatchSize: 100, lingerMs: 2, writeTimeoutMs: 30_000, retry: { maxAttempts: 40, baseDelayMs: 50, maxDelayMs: 500 },
     })
     const ledger = new Ledger()
     const c = wb.collection('down_events')
@@ -228,7 +228,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
   it('the real server process stopped and started again during load', async (ctx) => {
     if (!await standInRunning()) ctx.skip() // an external MONGODB_URI is not ours to stop
     const wb = new WriteBuffer(db, {
-      maxBatchSize: 100, flushIntervalMs: 2, writeTimeoutMs: 60_000, retry: { maxAttempts: 60, baseDelayMs: 50, maxDelayMs: 500 },
+      maxBatchSize: 100, lingerMs: 2, writeTimeoutMs: 60_000, retry: { maxAttempts: 60, baseDelayMs: 50, maxDelayMs: 500 },
     })
     const ledger = new Ledger()
     const c = wb.collection('restart_events')

@@ -56,7 +56,7 @@ const BAD: Array<[string, Call]> = [
 describe('fuzz: thousands of malformed calls mixed with valid ones', () => {
   it('every bad call gets a clear error, every good one persists, no unhandled rejection', async () => {
     const random = rng(20261122)
-    const wb = new WriteBuffer(db, { flushIntervalMs: 2, maxBatchSize: 500 })
+    const wb = new WriteBuffer(db, { lingerMs: 2, maxBatchSize: 500 })
     const c = wb.collection('fuzz') as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>
     const good: Array<Promise<unknown>> = []
     const bad: Array<[string, Promise<unknown>]> = []

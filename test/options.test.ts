@@ -15,7 +15,10 @@ describe('options are validated once, with the bad value in the message', () => 
     [{ maxBatchSize: 1.5 }, /got 1.5/],
     [{ maxBatchSize: 200_000 }, /got 200000/],
     [{ maxBatchBytes: '1mb' }, /maxBatchBytes .* got "1mb"/],
+    [{ lingerMs: -1 }, /lingerMs .* got -1/],
+    [{ lingerMs: 70_000 }, /lingerMs must be a number from 0 to 60000, got 70000/],
     [{ flushIntervalMs: -1 }, /flushIntervalMs .* got -1/],
+    [{ lingerMs: 5, flushIntervalMs: 5 }, /give only lingerMs/],
     [{ onFull: 'drop' }, /onFull must be 'wait' or 'reject', got "drop"/],
     [{ maxInFlight: 0 }, /maxInFlight/],
     [{ maxPending: null }, /maxPending .* got null/],
@@ -37,5 +40,21 @@ describe('options are validated once, with the bad value in the message', () => 
 
   it('needs a Db', () => {
     expect(() => new WriteBuffer(undefined as never)).toThrow(TypeError)
+  })
+
+  it('flushIntervalMs still works as the deprecated name of lingerMs, with one warning per buffer', () => {
+    const warnings: Array<string | Error> = []
+    const emit = process.emitWarning
+    process.emitWarning = ((w: string | Error) => { warnings.push(w) }) as typeof process.emitWarning
+    try {
+      const wb = new WriteBuffer(fakeDb, { flushIntervalMs: 7 } as never)
+      expect(wb.closed).toBe(false)
+      expect(warnings).toHaveLength(1)
+      expect(String(warnings[0])).toMatch(/flushIntervalMs option is deprecated, use lingerMs/)
+      expect(thrownBy(() => new WriteBuffer(fakeDb, { lingerMs: 7 }))).toBeUndefined()
+      expect(warnings).toHaveLength(1)
+    } finally {
+      process.emitWarning = emit
+    }
   })
 })

@@ -13,7 +13,7 @@ describe('same-target order', () => {
   for (const coalesce of [false, true]) {
     it(`200 un-awaited $set {v: i} on one document leave v = 199 (coalesce: ${String(coalesce)})`, async () => {
       // small batches and several in flight: the setup in which a naive buffer reorders
-      const wb = new WriteBuffer(db, { coalesce, maxBatchSize: 16, maxInFlight: 4, flushIntervalMs: 1 })
+      const wb = new WriteBuffer(db, { coalesce, maxBatchSize: 16, maxInFlight: 4, lingerMs: 1 })
       const c = wb.collection(`set_${String(coalesce)}`)
       await c.insertOne({ _id: 1 as never, v: -1 })
       const writes = []

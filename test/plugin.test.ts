@@ -17,7 +17,7 @@ afterAll(async () => { await client.close() })
 describe('fastify plugin', () => {
   it('300 concurrent requests to a buffered insert route → 300 documents, few bulk commands', async () => {
     const app = Fastify()
-    await app.register(writeBuffer, { db, flushIntervalMs: 5 })
+    await app.register(writeBuffer, { db, lingerMs: 5 })
     app.post('/events', async (req, reply) => {
       const { insertedId } = await app.writeBuffer.collection('events').insertOne({ ...(req.body as object) })
       return reply.code(201).send({ id: insertedId })
@@ -35,7 +35,7 @@ describe('fastify plugin', () => {
 
   it('app.close() right after 100 un-awaited writes: all persisted, then the owned client is closed', async () => {
     const app = Fastify()
-    await app.register(writeBuffer, { url: mongoUri(), database: db.databaseName, flushIntervalMs: 60_000, clientOptions: { monitorCommands: true } })
+    await app.register(writeBuffer, { url: mongoUri(), database: db.databaseName, lingerMs: 60_000, clientOptions: { monitorCommands: true } })
     const order: string[] = []
     // an onClose hook registered by the user runs before or after ours: either way the drain is done
     app.addHook('onClose', async () => { order.push(`user onClose: pending=${app.writeBuffer.stats().pending}`) })
@@ -71,7 +71,7 @@ describe('fastify plugin', () => {
 
   it('buffer full → 503 with Retry-After', async () => {
     const app = Fastify()
-    await app.register(writeBuffer, { db, maxPending: 1, onFull: 'reject', flushIntervalMs: 200 })
+    await app.register(writeBuffer, { db, maxPending: 1, onFull: 'reject', lingerMs: 200 })
     app.post('/w', async () => app.writeBuffer.collection('full').insertOne({ a: 1 }))
     const [a, b] = await Promise.all([app.inject({ method: 'POST', url: '/w' }), app.inject({ method: 'POST', url: '/w' })])
     const codes = [a?.statusCode, b?.statusCode].sort()
@@ -100,7 +100,7 @@ describe('fastify plugin', () => {
     const lines: Array<Record<string, unknown>> = []
     const stream = { write: (s: string) => { lines.push(JSON.parse(s) as Record<string, unknown>) } }
     const app = Fastify({ logger: { level: 'debug', stream } })
-    await app.register(writeBuffer, { db, flushIntervalMs: 5 })
+    await app.register(writeBuffer, { db, lingerMs: 5 })
     const c = app.writeBuffer.collection('logged')
     await Promise.all(Array.from({ length: 200 }, (_, i) => c.insertOne({ secret: `s3cr3t-${i}` })))
     const flushLines = lines.filter(l => l.msg === 'write buffer: flushed')
@@ -114,7 +114,7 @@ describe('fastify plugin', () => {
 describe('request-tied writes', () => {
   it('a write whose client went away before the flush is dropped, and the caller learns it', async () => {
     const app = Fastify()
-    await app.register(writeBuffer, { db, flushIntervalMs: 300 })
+    await app.register(writeBuffer, { db, lingerMs: 300 })
     let outcome: unknown
     let finish: () => void = () => {}
     const done = new Promise<void>(resolve => { finish = resolve })

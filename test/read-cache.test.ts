@@ -35,7 +35,7 @@ describe('read cache', () => {
   })
 
   it('a write then a read sees the write (queued, in flight or done) while unrelated entries stay cached', async () => {
-    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, flushIntervalMs: 50 })
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, lingerMs: 50 })
     const users = wb.collection('users')
     const ann = await users.findOne({ username: 'ann' })
     const bob = await users.findOne({ username: 'bob' })
@@ -55,7 +55,7 @@ describe('read cache', () => {
   })
 
   it('a cached null is dropped by an insert that matches it; the next read finds the document', async () => {
-    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000, negativeTtlMs: 60_000 }, flushIntervalMs: 50 })
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000, negativeTtlMs: 60_000 }, lingerMs: 50 })
     const users = wb.collection('users')
     expect(await users.findOne({ username: 'cy' })).toBeNull()
     expect(await users.findOne({ username: 'cy' })).toBeNull()
@@ -69,7 +69,7 @@ describe('read cache', () => {
   })
 
   it('an update the cache cannot predict drops only the entries it may touch', async () => {
-    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, flushIntervalMs: 50 })
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, lingerMs: 50 })
     const users = wb.collection('users')
     await users.findOne({ username: 'ann' })
     await users.findOne({ username: 'bob' })
@@ -84,7 +84,7 @@ describe('read cache', () => {
   })
 
   it('a change to a filtered field moves the document out of the cached answer', async () => {
-    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000, negativeTtlMs: 60_000 }, flushIntervalMs: 50 })
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000, negativeTtlMs: 60_000 }, lingerMs: 50 })
     const users = wb.collection('users')
     const dee = await db.collection('users').insertOne({ username: 'dee' })
     expect(await users.findOne({ username: 'dee' })).toMatchObject({ username: 'dee' })
@@ -132,7 +132,7 @@ describe('read cache', () => {
   })
 
   it('filters the matcher cannot evaluate ($comment, $bits…) bypass the cache, and writes with them drop entries', async () => {
-    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, lingerMs: 20 })
     const users = wb.collection('users')
     await users.findOne({ username: 'ann' })
     expect((await users.findOne({ username: 'ann', $comment: 'login' }))?.username).toBe('ann')
@@ -143,7 +143,7 @@ describe('read cache', () => {
   })
 
   it('$unset of a missing nested path leaves the cached document as the server does', async () => {
-    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, flushIntervalMs: 20 })
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, lingerMs: 20 })
     const users = wb.collection('users')
     const bob = await users.findOne({ username: 'bob' })
     await users.updateOne({ _id: bob?._id }, { $unset: { 'nothere.role': '' } })

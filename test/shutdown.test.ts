@@ -11,7 +11,7 @@ afterAll(async () => { await client.close() })
 
 describe('flush() and close()', () => {
   it('close() with 1,000 un-awaited writes persists them all; later writes reject WRITE_BUFFER_CLOSED', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 60_000 })
+    const wb = new WriteBuffer(db, { lingerMs: 60_000 })
     const c = wb.collection('drain')
     const writes = Array.from({ length: 1000 }, (_, i) => c.insertOne({ i }))
     await wb.close()
@@ -25,7 +25,7 @@ describe('flush() and close()', () => {
   })
 
   it('flush() resolves when every write queued before it is acknowledged, not later ones', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 60_000, maxInFlight: 1 })
+    const wb = new WriteBuffer(db, { lingerMs: 60_000, maxInFlight: 1 })
     const c = wb.collection('flush')
     let firstDone = 0
     const first = Array.from({ length: 100 }, (_, i) => c.insertOne({ i }).then(() => { firstDone++ }))
@@ -38,7 +38,7 @@ describe('flush() and close()', () => {
   })
 
   it('an idle buffer arms no timer (nothing keeps the process alive)', async () => {
-    const wb = new WriteBuffer(db, { flushIntervalMs: 5 })
+    const wb = new WriteBuffer(db, { lingerMs: 5 })
     await wb.collection('idle').insertOne({ a: 1 })
     const timers = (process as unknown as { getActiveResourcesInfo: () => string[] }).getActiveResourcesInfo()
       .filter(r => r === 'Timeout')

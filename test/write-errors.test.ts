@@ -37,7 +37,7 @@ describe('a failed write rejects only its own caller', () => {
   it('a whole failed batch rejects every caller in it (nobody hangs)', async () => {
     const other = new MongoClient(mongoUri(), { serverSelectionTimeoutMS: 500 })
     await other.connect()
-    const wb = new WriteBuffer(other.db(db.databaseName), { flushIntervalMs: 50, retry: { maxAttempts: 1 } })
+    const wb = new WriteBuffer(other.db(db.databaseName), { lingerMs: 50, retry: { maxAttempts: 1 } })
     const c = wb.collection('doomed')
     const writes = Array.from({ length: 20 }, (_, i) => c.insertOne({ i }))
     await other.close() // the client goes away before the flush

@@ -76,7 +76,22 @@ function hotPath (s) {
   }
 }
 
-const GROUPS = { raw, overhead, http, login, coalescing, hotPath }
+function loadCurve (s) {
+  const rows = []
+  for (const route of ['insert', 'login']) {
+    for (const c of s.curve[route]) {
+      rows.push({
+        label: `${route}, ${n(c.connections)} connection${c.connections === 1 ? '' : 's'}`,
+        value: c.ratio,
+        text: `${x(c.ratio)} naive · p50 ${c.p50DeltaMs === null ? 'n/a' : `${c.p50DeltaMs >= 0 ? '+' : ''}${n(c.p50DeltaMs)} ms`} · idle ${n(c.bufferedIdlePct)}%`,
+        kind: route === 'insert' ? 'ours' : 'other',
+      })
+    }
+  }
+  return { subtitle: 'buffered ÷ naive req/s by connections (default options); 1x line = naive', targetLine: 1, targetLineLabel: 'naive', rows }
+}
+
+const GROUPS = { raw, overhead, http, loadCurve, login, coalescing, hotPath }
 
 export function chartGroups (report) {
   return Object.entries(report.suites).map(([key, suite]) => ({

@@ -11,6 +11,8 @@ const EXTRA = {
     r.docsMatchAcked === undefined ? null : `docs ${num(r.docsInDb)} ${r.docsMatchAcked ? '=' : '≠'} ${num(r.serverAcked)} answered${r.docsMatchAcked ? ' ✓' : ' ✗ MISMATCH'}`,
     r.lostWrites === undefined ? null : `backlog at end ${num(r.backlogAtEnd)}, lost ${num(r.lostWrites)} of ${num(r.serverAcked)}`,
   ].filter(Boolean).join('; '),
+  loadCurve: r => `app ${num(r.appCpuUsPerReq)} µs/req, server ${num(r.serverCpuUsPerReq)} µs/req, machine idle ${num(r.idlePct)}%, peak connections ${num(r.peakConnections)}` +
+    (r.non2xx + r.errors > 0 ? `; non-2xx ${num(r.non2xx)}, errors ${num(r.errors)}` : ''),
   login: r => `finds/1k logins ${num(r.findsPer1kLogins)}, finds/user ${num(r.findsPerUser)} (max ${num(r.maxFindsForOneUser)}), update stmts/s ${num(r.updateStatementsPerS)}`,
   coalescing: r => `${num(r.updateStatements)} update stmts in ${num(r.updateCommands)} cmds; counts ${r.countsCorrect ? 'ok' : 'WRONG'}; last write wins ${r.lastWriteWins ? 'yes' : 'no'}`,
   hotPath: r => `${num(r.nsPerOp)} ns/op (${num(r.nsPerOpOverBaseline)} over harness), ${num(r.bytesPerOp)} B/op` +

@@ -10,7 +10,6 @@ import { ratio, round } from '../stats.mjs'
 const run = promisify(execFile)
 const worker = fileURLToPath(new URL('../hot-path-worker.mjs', import.meta.url))
 const KINDS = ['insertOne', 'updateOne']
-const PASSES = 3
 
 async function measure (hotPathOps, module) {
   const args = ['--expose-gc', worker, JSON.stringify({ ops: hotPathOps, round: 10_000, module })]
@@ -29,12 +28,12 @@ function best (runs) {
   return out
 }
 
-export async function hotPathSuite ({ hotPathOps, baselineRef }) {
+export async function hotPathSuite ({ hotPathOps, hotPathPasses: passes = 3, baselineRef }) {
   const before = baselineRef ? await buildBaseline(baselineRef) : { entry: null, reason: 'no --baseline given' }
   const nowRuns = []
   const beforeRuns = []
   await withProgress('hot path: no-op sink', async () => {
-    for (let pass = 0; pass < PASSES; pass++) {
+    for (let pass = 0; pass < passes; pass++) {
       nowRuns.push(await measure(hotPathOps, undefined))
       if (before.entry !== null) beforeRuns.push(await measure(hotPathOps, before.entry))
     }
@@ -61,7 +60,7 @@ export async function hotPathSuite ({ hotPathOps, baselineRef }) {
     }
   })
   const notes = [
-    `${out.ops.toLocaleString('en-US')} ops per kind in rounds of ${out.round.toLocaleString('en-US')} awaited together; sink = fake Db whose bulkWrite resolves at once (commands per 1k = sink bulkWrite calls); best of ${PASSES} alternating runs`,
+    `${out.ops.toLocaleString('en-US')} ops per kind in rounds of ${out.round.toLocaleString('en-US')} awaited together; sink = fake Db whose bulkWrite resolves at once (commands per 1k = sink bulkWrite calls); best of ${passes} alternating runs`,
     old === null
       ? `before/after: not measured (${before.reason})`
       : `before = commit ${before.commit} built in .scratch/ (costVsBefore = ns/op now ÷ before; 1.05 = 5% slower)`,

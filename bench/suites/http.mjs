@@ -23,7 +23,7 @@ export async function httpSuite ({ uri, durationS }) {
   const fire = { done: 0, failed: 0 }
 
   const app = Fastify({ logger: false })
-  await app.register(writeBuffer, { db, maxBatchSize: 1000, flushIntervalMs: 5 })
+  await app.register(writeBuffer, { db, maxBatchSize: 1000 })
   const tallies = { noop: new Tally(), naive: new Tally(), buffered: new Tally(), fire: new Tally() }
   const doc = body => ({ ...body, at: new Date() })
   app.post('/noop', tallies.noop.track(async (req, reply) => reply.code(201).send({ ok: true })))

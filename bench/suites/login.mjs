@@ -26,7 +26,7 @@ async function seedUsers (db) {
 
 async function loginApp (db, cache, tally) {
   const app = Fastify({ logger: false })
-  await app.register(writeBuffer, { db, maxBatchSize: 1000, flushIntervalMs: 5, ...(cache ? { cache: { ttlMs: TTL_MS } } : {}) })
+  await app.register(writeBuffer, { db, maxBatchSize: 1000, ...(cache ? { cache: { ttlMs: TTL_MS } } : {}) })
   const users = app.writeBuffer.collection('users')
   const check = async (req, reply) => {
     const { username, password } = req.body

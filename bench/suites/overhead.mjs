@@ -67,7 +67,7 @@ export async function overheadSuite ({ uri, minMs, overheadPasses: passes, overh
 
 /** size*K callers, each awaiting one insertOne through a fresh buffer, then the next. */
 async function buffered (db, size, minMs) {
-  const wb = new WriteBuffer(db, { maxBatchSize: size, flushIntervalMs: 5 })
+  const wb = new WriteBuffer(db, { maxBatchSize: size })
   const c = wb.collection('c')
   const run = await timed({ minMs, workers: size * K }, i => c.insertOne(smallDoc(i)))
   await wb.close()

@@ -16,7 +16,7 @@ export async function buildApp ({ mongoUrl, database, logger = false, exposeStat
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
   })
   try {
-    await app.register(writeBuffer, { url: mongoUrl, database, cache: { ttlMs: 5000 }, flushIntervalMs: 5 })
+    await app.register(writeBuffer, { url: mongoUrl, database, cache: { ttlMs: 5000 } })
     // Index management is not the buffer's job: use the driver directly.
     await app.writeBuffer.db.collection('users').createIndex({ username: 1 }, { unique: true })
   } catch (err) {

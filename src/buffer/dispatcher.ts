@@ -5,8 +5,8 @@ import type { BatchLimits, CollectionQueue, QueueListener } from './collection-q
 export interface DispatchOptions extends BatchLimits {
   /** concurrent bulkWrites across all collections */
   maxInFlight: number
-  /** longest a write waits for company */
-  flushIntervalMs: number
+  /** longest a write may wait for company; 0 = adaptive (group commit) */
+  lingerMs: number
 }
 
 export interface DispatchHooks {
@@ -14,44 +14,59 @@ export interface DispatchHooks {
   send: (batch: Batch) => void
   /** a write found past its deadline while building a batch */
   timedOut: (op: WriteOp) => void
-  /** a bug while building a batch (never expected; the buffer retries at the next interval) */
+  /** a bug while building a batch (never expected; the buffer tries again on the next event) */
   internalError: (err: unknown) => void
 }
 
 /**
  * The one place that decides when to send.
  *
- * A write entering an empty buffer arms the one flush timer (`flushIntervalMs`: the longest
- * it waits for company). A collection reaching `maxBatchSize`/`maxBatchBytes`, the timer,
- * `flush()`, `close()`, a returning batch or a read that must see queued writes make the
- * buffer "due". While due, every free in-flight slot takes the next batch at once — so
- * under load batches grow with the arrival rate instead of waiting for the timer — and
- * `due` ends only when the queues have nothing more to give. The pump runs as a microtask:
- * writes made in one synchronous burst share a batch, and nothing waits a timer turn.
+ * Adaptive (`lingerMs: 0`, the default) is group commit, as databases and Nagle's algorithm
+ * do it: send at once when it helps, gather while it cannot.
+ * - A collection with nothing out (no batch in flight or waiting to be retried) sends its
+ *   queued writes at the end of the event-loop turn in which they were queued: a
+ *   `setImmediate`, which runs after the I/O callbacks of this turn and their microtasks, so
+ *   the writes of every request handled in this turn share one batch, and a lone write waits
+ *   for no timer at all (a timer, even of 0 ms, made the buffer slower than no buffer at low
+ *   load: see ../shared/PITFALLS.md).
+ * - While a collection has a batch out, its new writes gather; the moment the batch returns
+ *   they go (a microtask), as one batch, so batches grow with the load and round trips.
+ * - A full batch (`maxBatchSize` / `maxBatchBytes`) goes at once whenever a slot is free.
+ *
+ * Lingering (`lingerMs > 0`): the first write queued arms one timer; when it fires, a batch
+ * is full or a batch returns, everything queued goes. So lingerMs bounds the wait of a write
+ * that finds the buffer idle; users trade that latency for bigger batches at low load.
+ *
+ * Either way `maxInFlight` bounds the bulkWrites on the wire, and "due" (flush(), close(),
+ * a retry whose backoff ended, a cache miss that must see queued writes) sends every queue
+ * now until the queues have nothing more to give. Which writes go together is the queue's
+ * business (CollectionQueue.take); only when is decided here.
  */
 export class Dispatcher implements QueueListener {
   readonly #queues: CollectionQueue[] = []
+  readonly #adaptive: boolean
   #nextQueue = 0
   #inFlight = 0
   #due = false
   #pumpScheduled = false
+  #turnEndScheduled = false
   #timer: NodeJS.Timeout | null = null
   #timerArmed = false
   /** bulkWrites sent (stats) */
   sent = 0
   readonly #pumpTask = (): void => {
     this.#pumpScheduled = false
-    try {
-      this.#pump()
-    } catch (bug) {
-      // a throw here must neither crash the process from a microtask nor stall the buffer
-      this.hooks.internalError(bug)
-      this.#timerArmed = false
-      this.#armTimer()
-    }
+    this.#safePump()
   }
 
-  constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {}
+  readonly #turnEndTask = (): void => {
+    this.#turnEndScheduled = false
+    this.#safePump()
+  }
+
+  constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
+    this.#adaptive = options.lingerMs === 0
+  }
 
   get inFlight (): number { return this.#inFlight }
   get queues (): readonly CollectionQueue[] { return this.#queues }
@@ -62,9 +77,10 @@ export class Dispatcher implements QueueListener {
 
   /** QueueListener: writes were added to `queue`. */
   queued (queue: CollectionQueue): void {
-    if (queue.size >= this.options.maxCount || queue.bytes >= this.options.maxBytes) {
-      this.#due = true
+    if (this.#full(queue)) {
       this.#schedulePump()
+    } else if (this.#adaptive) {
+      if (queue.out === 0) this.#scheduleTurnEnd()
     } else if (!this.#due && !this.#timerArmed) {
       this.#armTimer()
     }
@@ -86,7 +102,8 @@ export class Dispatcher implements QueueListener {
   returned (batch: Batch): void {
     batch.queue.returned(batch)
     this.#inFlight--
-    this.#due = true
+    // lingering: a returning batch ends the wait of everything queued, as the timer would
+    if (!this.#adaptive) this.#due = true
     this.#schedulePump()
   }
 
@@ -96,13 +113,22 @@ export class Dispatcher implements QueueListener {
     this.#timerArmed = false
   }
 
+  #full (queue: CollectionQueue): boolean {
+    return queue.size >= this.options.maxCount || queue.bytes >= this.options.maxBytes
+  }
+
+  /** Whether `queue` may send now without being due. */
+  #ready (queue: CollectionQueue): boolean {
+    return this.#full(queue) || (this.#adaptive && queue.out === 0)
+  }
+
   #armTimer (): void {
     this.#timerArmed = true
     if (this.#timer === null) {
       this.#timer = setTimeout(() => {
         this.#timerArmed = false
         this.sendNow()
-      }, this.options.flushIntervalMs)
+      }, this.options.lingerMs)
     } else {
       this.#timer.refresh()
     }
@@ -117,32 +143,50 @@ export class Dispatcher implements QueueListener {
     queueMicrotask(this.#pumpTask)
   }
 
+  #scheduleTurnEnd (): void {
+    if (this.#turnEndScheduled) return
+    this.#turnEndScheduled = true
+    setImmediate(this.#turnEndTask)
+  }
+
+  #safePump (): void {
+    try {
+      this.#pump()
+    } catch (bug) {
+      // a throw here must neither crash the process from a microtask nor stall the buffer
+      this.hooks.internalError(bug)
+      if (this.#adaptive) this.#scheduleTurnEnd()
+      else {
+        this.#timerArmed = false
+        this.#armTimer()
+      }
+    }
+  }
+
   #pump (): void {
     const { maxInFlight } = this.options
     const expired: WriteOp[] = []
     const now = Date.now()
-    while (this.#due && this.#inFlight < maxInFlight) {
-      let sent = false
+    let progress = true
+    while (progress && this.#inFlight < maxInFlight) {
+      progress = false
       let queued = 0
       const n = this.#queues.length
       for (let i = 0; i < n && this.#inFlight < maxInFlight; i++) {
         const queue = this.#queues[(this.#nextQueue + i) % n] as CollectionQueue
         if (queue.size === 0) continue
-        const batch = queue.take(this.options, now, expired)
+        const batch = this.#due || this.#ready(queue) ? queue.take(this.options, now, expired) : null
         queued += queue.size
         if (batch !== null) {
           this.#inFlight++
           this.sent++
           this.hooks.send(batch)
-          sent = true
+          progress = true
         }
       }
       this.#nextQueue++
-      if (queued === 0 && !sent) {
-        this.#due = false
-        break
-      }
-      if (!sent) break // what is left waits behind writes of the same targets that are out
+      // due ends when nothing is left; what is left otherwise waits behind writes that are out
+      if (queued === 0) this.#due = false
     }
     for (const op of expired) this.hooks.timedOut(op)
   }

@@ -1,0 +1,141 @@
+// Suite: the load curve. The HTTP insert route and the login route at 1, 10, 100 and 400
+// connections, naive driver calls vs the buffer with default options, in the same run:
+// req/s, p50, p99, ratio, CPU µs per request of the app and of the database server, the
+// machine's idle share, and the peak number of server connections each variant used.
+import Fastify from 'fastify'
+import { MongoClient } from 'mongodb'
+import { createHash } from 'node:crypto'
+import writeBuffer from '../../dist/index.js'
+import { freshDb } from '../db.mjs'
+import { load } from '../load.mjs'
+import { cpuMeter } from '../proc.mjs'
+import { per1k, rate, ratio, round } from '../stats.mjs'
+import { Tally } from '../tally.mjs'
+
+export const LEVELS = [1, 10, 100, 400]
+const USERS = 1000
+const BODY = JSON.stringify({ user: 'u1', kind: 'click', value: 42 })
+const sha256 = s => createHash('sha256').update(s).digest('base64')
+
+/** Peak number of connections checked out of this client's pool at once. */
+function connectionGauge (client) {
+  const g = { current: 0, peak: 0, reset () { this.peak = this.current } }
+  client.on('connectionCheckedOut', () => { g.current++; if (g.current > g.peak) g.peak = g.current })
+  client.on('connectionCheckedIn', () => { g.current-- })
+  return g
+}
+
+async function seedUsers (db) {
+  const users = db.collection('users')
+  await users.createIndex({ username: 1 }, { unique: true })
+  await users.insertMany(Array.from({ length: USERS }, (_, i) => ({ username: `user${i}`, passwordSha256: sha256(`pw${i}`), logins: 0 })))
+}
+
+export async function loadCurveSuite ({ uri, curveDurationS: durationS }) {
+  const { client: setup, db: setupDb } = await freshDb(uri, 'curve')
+  await seedUsers(setupDb)
+  await setup.close()
+  // one client per variant: each one's pool shows only its own connections
+  const naiveClient = new MongoClient(uri, { monitorCommands: true })
+  const bufferClient = new MongoClient(uri, { monitorCommands: true })
+  const writeCommands = { naive: 0, buffered: 0 }
+  const countWrites = variant => ev => { if (ev.commandName === 'insert' || ev.commandName === 'update') writeCommands[variant]++ }
+  naiveClient.on('commandStarted', countWrites('naive'))
+  bufferClient.on('commandStarted', countWrites('buffered'))
+  await Promise.all([naiveClient.connect(), bufferClient.connect()])
+  const gauges = { naive: connectionGauge(naiveClient), buffered: connectionGauge(bufferClient) }
+  const naiveDb = naiveClient.db(setupDb.databaseName)
+  const app = Fastify({ logger: false })
+  // default options: what a user gets without tuning
+  await app.register(writeBuffer, { db: bufferClient.db(setupDb.databaseName), cache: { ttlMs: 60_000 } })
+  const tally = new Tally()
+  const doc = body => ({ ...body, at: new Date() })
+  const login = async (users, body, reply) => {
+    const user = await users.findOne({ username: body.username })
+    if (user === null || user.passwordSha256 !== sha256(body.password)) return reply.code(401).send({ ok: false })
+    await users.updateOne({ _id: user._id }, { $set: { lastLoginAt: new Date() }, $inc: { logins: 1 } })
+    return { ok: true }
+  }
+  app.post('/insert/naive', tally.track(async (req, reply) => {
+    await naiveDb.collection('events_naive').insertOne(doc(req.body))
+    return reply.code(201).send({ ok: true })
+  }))
+  app.post('/insert/buffered', tally.track(async (req, reply) => {
+    await app.writeBuffer.collection('events_buffered').insertOne(doc(req.body))
+    return reply.code(201).send({ ok: true })
+  }))
+  app.post('/login/naive', tally.track((req, reply) => login(naiveDb.collection('users'), req.body, reply)))
+  app.post('/login/buffered', tally.track((req, reply) => login(app.writeBuffer.collection('users'), req.body, reply)))
+  const base = await app.listen({ host: '127.0.0.1', port: 0 })
+
+  const results = []
+  for (const route of ['insert', 'login']) {
+    for (const connections of LEVELS) {
+      for (const variant of ['naive', 'buffered']) {
+        const gauge = gauges[variant]
+        gauge.reset()
+        const acked = tally.acked
+        const commandsBefore = writeCommands[variant]
+        const meter = cpuMeter()
+        const cfg = { url: `${base}/${route}/${variant}`, durationS, connections }
+        const r = await load(`curve: ${route} ${variant} @${connections}`, route === 'insert' ? { ...cfg, body: BODY } : { ...cfg, users: USERS })
+        await tally.idle()
+        const cpu = meter.stop()
+        const served = tally.acked - acked
+        results.push({
+          key: `${route}-${variant}-${connections}`,
+          name: `${route} ${variant} @${connections}`,
+          route,
+          variant,
+          connections,
+          rate: rate(r.requests, r.durationS * 1000),
+          p50Ms: r.p50Ms,
+          p99Ms: r.p99Ms,
+          // write commands (insert/update) per 1,000 requests answered
+          dbCommandsPer1kWrites: per1k(writeCommands[variant] - commandsBefore, served),
+          non2xx: r.non2xx,
+          errors: r.errors,
+          appCpuUsPerReq: served === 0 ? null : round(cpu.appCpuS * 1e6 / served),
+          serverCpuUsPerReq: served === 0 || cpu.serverCpuS === null ? null : round(cpu.serverCpuS * 1e6 / served),
+          idlePct: cpu.idleShare === null ? null : round(cpu.idleShare * 100, 1),
+          peakConnections: gauge.peak,
+        })
+      }
+    }
+  }
+  await app.close()
+  await Promise.all([naiveClient.close(), bufferClient.close()])
+
+  const curve = {}
+  for (const route of ['insert', 'login']) {
+    curve[route] = LEVELS.map(connections => {
+      const naive = results.find(r => r.key === `${route}-naive-${connections}`)
+      const buffered = results.find(r => r.key === `${route}-buffered-${connections}`)
+      return {
+        connections,
+        ratio: ratio(buffered.rate, naive.rate),
+        p50DeltaMs: buffered.p50Ms === null || naive.p50Ms === null ? null : round(buffered.p50Ms - naive.p50Ms, 2),
+        bufferedIdlePct: buffered.idlePct,
+        bufferedPeakConnections: buffered.peakConnections,
+      }
+    })
+  }
+  const ratios = {}
+  for (const route of ['insert', 'login']) for (const c of curve[route]) ratios[`${route}@${c.connections}`] = c.ratio
+  return {
+    title: 'Load curve: buffered (default options) vs naive, by connections',
+    unit: 'req/s',
+    latencyIs: 'per HTTP request (autocannon)',
+    durationS,
+    maxInFlight: 4,
+    results,
+    curve,
+    ratios,
+    notes: [
+      'insert: one insertOne per request; login: findOne by username + updateOne by _id ($set lastLoginAt, $inc logins), the buffered route with the read cache on',
+      'CPU µs per request from process.cpuUsage() (app, which includes this harness) and /proc/<pid>/stat of the ferretdb/postgres/mongod processes (server); idle from /proc/stat',
+      'peak connections: most connections checked out of the variant\'s own MongoClient pool at once',
+      'the stand-in applies updates at ~300/s however batched, so the login curve is bound by it on FerretDB',
+    ],
+  }
+}

@@ -1,0 +1,150 @@
+import { setImmediate as turnEnd } from 'node:timers/promises'
+import { describe, expect, it } from 'vitest'
+import type { Db } from 'mongodb'
+import { WriteBuffer, type WriteBufferOptions } from '../../src/index.js'
+
+/** Just enough of a Db: every bulkWrite is recorded and answered when the test says so. */
+function sink () {
+  const calls: Array<{ ops: number, answer: () => void }> = []
+  const db = {
+    collection: (name: string) => ({
+      collectionName: name,
+      bulkWrite: (models: unknown[]) => new Promise(resolve => {
+        calls.push({ ops: models.length, answer: () => { resolve({ upsertedIds: {} }) } })
+      }),
+    }),
+  } as unknown as Db
+  return { db, calls }
+}
+
+function buffer (db: Db, options?: WriteBufferOptions): WriteBuffer {
+  return new WriteBuffer(db, options)
+}
+
+/** Lets every pending microtask run (but no macrotask). */
+async function microtasks (): Promise<void> {
+  for (let i = 0; i < 10; i++) await Promise.resolve()
+}
+
+describe('dispatch (adaptive, lingerMs 0)', () => {
+  it('an idle collection sends at the end of the turn in which writes were queued, all of them in one batch', async () => {
+    const { db, calls } = sink()
+    const c = buffer(db).collection('c')
+    const writes = [c.insertOne({ i: 0 }), c.insertOne({ i: 1 })]
+    await microtasks()
+    writes.push(c.insertOne({ i: 2 })) // a continuation in the same turn still joins
+    expect(calls).toHaveLength(0)
+    await turnEnd()
+    expect(calls.map(x => x.ops)).toEqual([3])
+    calls[0]?.answer()
+    await Promise.all(writes)
+  })
+
+  it('writes gather while a batch is in flight and go the moment it returns', async () => {
+    const { db, calls } = sink()
+    const c = buffer(db).collection('c')
+    const first = c.insertOne({ i: 0 })
+    await turnEnd()
+    expect(calls).toHaveLength(1)
+    const gathered = Array.from({ length: 5 }, (_, i) => c.insertOne({ i }))
+    await turnEnd()
+    await turnEnd()
+    expect(calls).toHaveLength(1) // nothing sent beside the batch in flight
+    calls[0]?.answer()
+    await first
+    await microtasks()
+    expect(calls.map(x => x.ops)).toEqual([1, 5]) // sent on return, without waiting a turn
+    calls[1]?.answer()
+    await Promise.all(gathered)
+  })
+
+  it('a full batch goes at once (same turn) even while another is in flight, within maxInFlight', async () => {
+    const { db, calls } = sink()
+    const c = buffer(db, { maxBatchSize: 10, maxInFlight: 2 }).collection('c')
+    const writes = [c.insertOne({ i: -1 })]
+    await turnEnd()
+    expect(calls).toHaveLength(1)
+    for (let i = 0; i < 35; i++) writes.push(c.insertOne({ i }))
+    await microtasks()
+    expect(calls.map(x => x.ops)).toEqual([1, 10]) // one slot was free: one full batch
+    calls[0]?.answer()
+    await microtasks()
+    expect(calls.map(x => x.ops)).toEqual([1, 10, 10])
+    for (let k = 1; calls.length < 5 && k < 10; k++) {
+      calls[k]?.answer()
+      await microtasks()
+      await turnEnd()
+    }
+    expect(calls.map(x => x.ops)).toEqual([1, 10, 10, 10, 5])
+    for (const call of calls) call.answer()
+    await Promise.all(writes)
+  })
+
+  it('collections are independent: one in flight does not hold another back', async () => {
+    const { db, calls } = sink()
+    const wb = buffer(db)
+    const a = wb.collection('a')
+    const b = wb.collection('b')
+    const writes = [a.insertOne({ x: 1 })]
+    await turnEnd()
+    writes.push(b.insertOne({ x: 2 }))
+    await turnEnd()
+    expect(calls).toHaveLength(2)
+    for (const call of calls) call.answer()
+    await Promise.all(writes)
+  })
+
+  it('never more than maxInFlight bulkWrites on the wire', async () => {
+    const { db, calls } = sink()
+    const wb = buffer(db, { maxInFlight: 2 })
+    const writes = ['a', 'b', 'c', 'd'].map(name => wb.collection(name).insertOne({ name }))
+    await turnEnd()
+    expect(calls).toHaveLength(2)
+    expect(wb.stats().inFlight).toBe(2)
+    calls[0]?.answer()
+    await microtasks()
+    expect(calls).toHaveLength(3)
+    for (let k = 1; k < 4; k++) { calls[k]?.answer(); await microtasks() }
+    await Promise.all(writes)
+    expect(calls).toHaveLength(4)
+  })
+})
+
+describe('dispatch (lingerMs > 0)', () => {
+  it('holds writes up to lingerMs for company, then sends them together', async () => {
+    const { db, calls } = sink()
+    const c = buffer(db, { lingerMs: 40 }).collection('c')
+    const t0 = performance.now()
+    const writes = [c.insertOne({ i: 0 })]
+    await turnEnd()
+    await new Promise(resolve => setTimeout(resolve, 10))
+    writes.push(c.insertOne({ i: 1 }))
+    expect(calls).toHaveLength(0)
+    while (calls.length === 0) await new Promise(resolve => setTimeout(resolve, 2))
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(35)
+    expect(calls.map(x => x.ops)).toEqual([2])
+    calls[0]?.answer()
+    await Promise.all(writes)
+  })
+
+  it('a full batch does not wait for the linger', async () => {
+    const { db, calls } = sink()
+    const c = buffer(db, { lingerMs: 60_000, maxBatchSize: 4 }).collection('c')
+    const writes = Array.from({ length: 4 }, (_, i) => c.insertOne({ i }))
+    await microtasks()
+    expect(calls.map(x => x.ops)).toEqual([4])
+    calls[0]?.answer()
+    await Promise.all(writes)
+  })
+
+  it('flush() sends lingering writes at once', async () => {
+    const { db, calls } = sink()
+    const wb = buffer(db, { lingerMs: 60_000 })
+    const write = wb.collection('c').insertOne({ i: 0 })
+    const flushed = wb.flush()
+    await microtasks()
+    expect(calls).toHaveLength(1)
+    calls[0]?.answer()
+    await Promise.all([write, flushed])
+  })
+})
