@@ -16,6 +16,7 @@ export const ErrorCodes = {
   BATCH_FAILED: 'WRITE_BUFFER_BATCH_FAILED',
   INVALID_WRITE: 'WRITE_BUFFER_INVALID_WRITE',
   INVALID_OPTION: 'WRITE_BUFFER_INVALID_OPTION',
+  CONNECT_FAILED: 'WRITE_BUFFER_CONNECT_FAILED',
 } as const
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes]
@@ -60,6 +61,16 @@ export class InvalidOptionError extends TypeError {
   constructor (message: string) {
     super(message)
     this.name = 'InvalidOptionError'
+  }
+}
+
+/** The plugin could not reach the server at start-up (names the hosts, never credentials). */
+export class ConnectError extends Error {
+  readonly code = ErrorCodes.CONNECT_FAILED
+
+  constructor (message: string, cause: unknown) {
+    super(message, { cause })
+    this.name = 'ConnectError'
   }
 }
 

@@ -2,7 +2,7 @@ export { WriteBuffer, type WriteBufferStats } from './write-buffer.js'
 export { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
 export { ReadCache, type ReadCacheStats } from './cache/read-cache.js'
 export {
-  ErrorCodes, WriteBufferError, InvalidWriteError, InvalidOptionError, WriteRejectedError,
+  ErrorCodes, WriteBufferError, InvalidWriteError, InvalidOptionError, WriteRejectedError, ConnectError,
   type ErrorCode, type WriteOutcome,
 } from './errors.js'
 export type { WriteBufferOptions, CacheOptions, RetryOptions, Logger } from './options.js'

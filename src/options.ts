@@ -30,7 +30,10 @@ export interface CacheOptions {
 }
 
 export interface WriteBufferOptions {
-  /** Ops per collection per bulkWrite. Default 1,000; at most 100,000 (the server's maxWriteBatchSize). */
+  /**
+   * Ops per collection per bulkWrite. Default 1,000; at most 99,999: at the server's
+   * maxWriteBatchSize (100,000) the driver already splits one bulkWrite into two commands.
+   */
   maxBatchSize?: number
   /** Approximate BSON bytes per bulkWrite. Default 8 MiB; at most 15 MiB (one command per bulkWrite). */
   maxBatchBytes?: number
@@ -56,6 +59,13 @@ export interface WriteBufferOptions {
   writeConcern?: WriteConcernSettings
   /** Per-write deadline (queue wait + retries). 0 = none. Default 0. */
   writeTimeoutMs?: number
+  /**
+   * Server-side time limit of every bulkWrite (sent as `maxTimeMS`). It also bounds how long
+   * an attempt with an unknown outcome (cut connection, socket timeout) may still apply: its
+   * documents stay fenced for maxTimeMS + 1 s before anything else is sent to them.
+   * Default 5,000 ms.
+   */
+  maxTimeMS?: number
   /** Longest `close()` waits for the drain before rejecting what is still queued. Default 10,000 ms. */
   closeTimeoutMs?: number
   retry?: RetryOptions
@@ -75,6 +85,7 @@ export interface ResolvedOptions {
   coalesce: boolean
   writeConcern: WriteConcernSettings | undefined
   writeTimeoutMs: number
+  maxTimeMS: number
   closeTimeoutMs: number
   maxAttempts: number
   baseDelayMs: number
@@ -101,6 +112,17 @@ function milliseconds (name: string, value: unknown): number {
   return value
 }
 
+/** `w: 0` is refused: no write could then be confirmed, so every caller would be told "ok" blindly. */
+function checkWriteConcern (wc: WriteConcernSettings | undefined): WriteConcernSettings | undefined {
+  if (wc === undefined) return undefined
+  const w: unknown = wc.w
+  if (w === 0 || w === '0') {
+    throw new InvalidOptionError('writeConcern { w: 0 } is not supported: unacknowledged writes cannot be confirmed to their callers, ' +
+      'so every write would resolve without knowing whether it happened. Use w: 1 or more')
+  }
+  return wc
+}
+
 function bool (name: string, value: unknown, def: boolean): boolean {
   if (value === undefined) return def
   if (typeof value !== 'boolean') throw new InvalidOptionError(`${name} must be a boolean, got ${describe(value)}`)
@@ -124,7 +146,7 @@ function checkKnown (name: string, value: object, known: readonly string[]): voi
 }
 
 const KNOWN = ['maxBatchSize', 'maxBatchBytes', 'lingerMs', 'flushIntervalMs', 'maxPending', 'maxPendingBytes', 'onFull',
-  'maxInFlight', 'coalesce', 'writeConcern', 'writeTimeoutMs', 'closeTimeoutMs', 'retry', 'cache', 'logger'] as const
+  'maxInFlight', 'coalesce', 'writeConcern', 'writeTimeoutMs', 'maxTimeMS', 'closeTimeoutMs', 'retry', 'cache', 'logger'] as const
 
 export const WRITE_BUFFER_OPTION_NAMES: readonly string[] = KNOWN
 
@@ -169,7 +191,7 @@ export function resolveOptions (input: unknown): ResolvedOptions {
   }
   const maxPending = int('maxPending', o.maxPending, 100_000, 1, 100_000_000)
   return {
-    maxBatchSize: int('maxBatchSize', o.maxBatchSize, 1000, 1, 100_000),
+    maxBatchSize: int('maxBatchSize', o.maxBatchSize, 1000, 1, 99_999),
     // under the 16 MiB maxBsonObjectSize at which the driver would split one bulkWrite in
     // two commands (then a failure could leave it half applied)
     maxBatchBytes: int('maxBatchBytes', o.maxBatchBytes, 8 * MiB, 1024, 15 * MiB),
@@ -179,8 +201,9 @@ export function resolveOptions (input: unknown): ResolvedOptions {
     onFullReject: o.onFull === 'reject',
     maxInFlight: int('maxInFlight', o.maxInFlight, 4, 1, 256),
     coalesce: bool('coalesce', o.coalesce, true),
-    writeConcern: object('writeConcern', o.writeConcern),
+    writeConcern: checkWriteConcern(object('writeConcern', o.writeConcern)),
     writeTimeoutMs: int('writeTimeoutMs', o.writeTimeoutMs, 0, 0, 86_400_000),
+    maxTimeMS: int('maxTimeMS', o.maxTimeMS, 5_000, 1, 3_600_000),
     closeTimeoutMs: int('closeTimeoutMs', o.closeTimeoutMs, 10_000, 0, 3_600_000),
     maxAttempts: int('retry.maxAttempts', retry.maxAttempts, 4, 1, 100),
     baseDelayMs: int('retry.baseDelayMs', retry.baseDelayMs, 50, 0, 60_000),

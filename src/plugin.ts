@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import { InvalidOptionError, describe } from './errors.js'
 import { WRITE_BUFFER_OPTION_NAMES, type WriteBufferOptions } from './options.js'
 import { releaseWriteSignal, writeSignal } from './request-signal.js'
+import { checkConnection } from './mongo/connect.js'
 import { WriteBuffer } from './write-buffer.js'
 
 export interface WriteBufferPluginOptions extends WriteBufferOptions {
@@ -14,6 +15,11 @@ export interface WriteBufferPluginOptions extends WriteBufferOptions {
   /** Database name with `url` (default: the one in the URL). */
   database?: string
   clientOptions?: MongoClientOptions
+  /**
+   * Start-up fails with WRITE_BUFFER_CONNECT_FAILED if the server does not answer a ping
+   * within this time (below Fastify's 10 s plugin timeout). 0 skips the check. Default 5,000.
+   */
+  connectTimeoutMs?: number
 }
 
 declare module 'fastify' {
@@ -30,16 +36,22 @@ declare module 'fastify' {
   }
 }
 
-const PLUGIN_KEYS = new Set(['db', 'url', 'database', 'clientOptions'])
+const PLUGIN_KEYS = new Set(['db', 'url', 'database', 'clientOptions', 'connectTimeoutMs'])
 
 /**
- * Thin shell over WriteBuffer: decorates `app.writeBuffer`, logs through `app.log`,
- * drains every queued write in `preClose` (before any onClose hook can close a client),
- * and closes the MongoClient in `onClose` only when it created it. Writes that arrive
- * while draining reject with WRITE_BUFFER_CLOSED (HTTP 503 if the route lets it through).
+ * Thin shell over WriteBuffer: decorates `app.writeBuffer`, logs through `app.log`, checks
+ * the server at start-up, and closes in `onClose`: the buffer first (it drains), then the
+ * MongoClient, only when it created it.
+ *
+ * Why onClose and not preClose: Fastify's close() marks the instance closing (new requests
+ * get 503), runs preClose hooks, waits for the requests still in their handlers
+ * (server.close), and only then runs onClose hooks, latest registered first. Draining in
+ * preClose refused the writes of every request still in its handler; in onClose it sends
+ * them, and still before the onClose hook of a client plugin registered earlier
+ * (@fastify/mongodb) closes the client.
  */
 const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: FastifyInstance, options) => {
-  const { db, url, database, clientOptions, ...rest } = options
+  const { db, url, database, clientOptions, connectTimeoutMs = 5_000, ...rest } = options
   for (const key of Object.keys(rest)) {
     if (!PLUGIN_KEYS.has(key) && !WRITE_BUFFER_OPTION_NAMES.includes(key)) throw new InvalidOptionError(`unknown option ${key}`)
   }
@@ -52,6 +64,10 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
   if (database !== undefined && (typeof database !== 'string' || database === '')) {
     throw new InvalidOptionError(`database must be a non-empty string, got ${describe(database)}`)
   }
+  const connectMs: unknown = connectTimeoutMs
+  if (typeof connectMs !== 'number' || !Number.isInteger(connectMs) || connectMs < 0 || connectMs > 600_000) {
+    throw new InvalidOptionError(`connectTimeoutMs must be an integer from 0 to 600000, got ${describe(connectMs)}`)
+  }
 
   let client: MongoClient | undefined
   let target: Db
@@ -62,13 +78,15 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
     }
     target = db
   } else {
-    client = new MongoClient(url as string, clientOptions)
-    await client.connect()
+    // server selection gives up within connectTimeoutMs too, unless the user chose otherwise
+    const selection = connectTimeoutMs > 0 ? { serverSelectionTimeoutMS: connectTimeoutMs } : {}
+    client = new MongoClient(url as string, { ...selection, ...clientOptions })
     target = client.db(database)
   }
 
   let buffer: WriteBuffer
   try {
+    if (connectTimeoutMs > 0) await checkConnection(target, connectTimeoutMs)
     buffer = new WriteBuffer(target, { logger: app.log, ...rest })
   } catch (err) {
     await client?.close()
@@ -77,9 +95,8 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
   app.decorate('writeBuffer', buffer)
   app.decorateRequest('writeSignal', { getter: writeSignal })
   app.addHook('onResponse', releaseWriteSignal)
-  app.addHook('preClose', async () => { await buffer.close() })
   app.addHook('onClose', async () => {
-    await buffer.close() // no-op when preClose ran; covers close() without preClose
+    await buffer.close()
     if (client !== undefined) await client.close()
   })
 }

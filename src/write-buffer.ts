@@ -10,7 +10,7 @@ import { Sender } from './buffer/sender.js'
 import { Settler } from './buffer/settler.js'
 import { ReadCache } from './cache/read-cache.js'
 import { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
-import { ErrorCodes, WriteBufferError, type WriteOutcome } from './errors.js'
+import { ErrorCodes, InvalidOptionError, WriteBufferError, type WriteOutcome } from './errors.js'
 import { DriverRetries } from './mongo/topology.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
 import { validateCollectionName, type WriteOptions } from './write/build-op.js'
@@ -63,6 +63,10 @@ export class WriteBuffer {
     }
     this.db = db
     const o = this.#options = resolveOptions(options)
+    if (o.writeConcern === undefined && (db.writeConcern?.w === 0 || (db.writeConcern?.w as unknown) === '0')) {
+      throw new InvalidOptionError('the Db has writeConcern { w: 0 }: unacknowledged writes cannot be confirmed to their callers; ' +
+        'give the buffer a writeConcern of w: 1 or more')
+    }
     this.cache = o.cache === undefined ? undefined : new ReadCache(o.cache)
     this.#admission = new Admission(o)
     const settler = this.#settler = new Settler(this.#admission, this.#flushes, this.cache)

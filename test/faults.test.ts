@@ -64,6 +64,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     await directDb.collection('cut_inc').insertMany(Array.from({ length: 200 }, (_, k) => ({ _id: k, n: 0 })) as never[])
     await directDb.collection('cut_set').insertMany(Array.from({ length: 200 }, (_, k) => ({ _id: k })) as never[])
     const wb = new WriteBuffer(db, {
+      maxTimeMS: 300,
       maxBatchSize: 200,
       lingerMs: 2,
       maxInFlight: 4,
@@ -130,8 +131,12 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
 
   it('server down and back up during load', async () => {
     const wb = new WriteBuffer(db, {
+      maxTimeMS: 300,
       // while down, selection fails fast: give the retries ~15 s of budget
-      maxBatchSize: 100, lingerMs: 2, writeTimeoutMs: 30_000, retry: { maxAttempts: 40, baseDelayMs: 50, maxDelayMs: 500 },
+      maxBatchSize: 100,
+      lingerMs: 2,
+      writeTimeoutMs: 30_000,
+      retry: { maxAttempts: 40, baseDelayMs: 50, maxDelayMs: 500 },
     })
     const ledger = new Ledger()
     const c = wb.collection('down_events')
@@ -161,7 +166,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     const vm = await import('node:vm')
     v8.setFlagsFromString('--expose-gc')
     const gc = vm.runInNewContext('gc') as () => void
-    const wb = new WriteBuffer(db, { maxPending: 10_000, onFull: 'reject', maxBatchSize: 1000 })
+    const wb = new WriteBuffer(db, { maxTimeMS: 300, maxPending: 10_000, onFull: 'reject', maxBatchSize: 1000 })
     const c = wb.collection('stall_events')
     await c.insertOne({ warm: true }) // connection ready before the stall
     proxy.stall()
@@ -206,7 +211,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
   }, 120_000)
 
   it('close() never hangs past closeTimeoutMs and tells every unsent caller; deadlines fire while stalled', async () => {
-    const wb = new WriteBuffer(db, { maxInFlight: 1, maxBatchSize: 10, closeTimeoutMs: 500 })
+    const wb = new WriteBuffer(db, { maxTimeMS: 300, maxInFlight: 1, maxBatchSize: 10, closeTimeoutMs: 500 })
     const c = wb.collection('stall_close')
     await c.insertOne({ warm: true })
     proxy.stall()
@@ -228,7 +233,11 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
   it('the real server process stopped and started again during load', async (ctx) => {
     if (!await standInRunning()) ctx.skip() // an external MONGODB_URI is not ours to stop
     const wb = new WriteBuffer(db, {
-      maxBatchSize: 100, lingerMs: 2, writeTimeoutMs: 60_000, retry: { maxAttempts: 60, baseDelayMs: 50, maxDelayMs: 500 },
+      maxTimeMS: 300,
+      maxBatchSize: 100,
+      lingerMs: 2,
+      writeTimeoutMs: 60_000,
+      retry: { maxAttempts: 60, baseDelayMs: 50, maxDelayMs: 500 },
     })
     const ledger = new Ledger()
     const c = wb.collection('restart_events')

@@ -11,7 +11,9 @@ function thrownBy (fn: () => unknown): unknown {
 
 describe('options are validated once, with the bad value in the message', () => {
   const cases: Array<[object, RegExp]> = [
-    [{ maxBatchSize: 0 }, /maxBatchSize must be an integer from 1 to 100000, got 0/],
+    [{ maxBatchSize: 0 }, /maxBatchSize must be an integer from 1 to 99999, got 0/],
+    [{ maxBatchSize: 100_000 }, /maxBatchSize must be an integer from 1 to 99999, got 100000/],
+    [{ writeConcern: { w: 0 } }, /w: 0 } is not supported: unacknowledged writes cannot be confirmed/],
     [{ maxBatchSize: 1.5 }, /got 1.5/],
     [{ maxBatchSize: 200_000 }, /got 200000/],
     [{ maxBatchBytes: '1mb' }, /maxBatchBytes .* got "1mb"/],

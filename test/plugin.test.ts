@@ -37,15 +37,16 @@ describe('fastify plugin', () => {
     const app = Fastify()
     await app.register(writeBuffer, { url: mongoUri(), database: db.databaseName, lingerMs: 60_000, clientOptions: { monitorCommands: true } })
     const order: string[] = []
-    // an onClose hook registered by the user runs before or after ours: either way the drain is done
-    app.addHook('onClose', async () => { order.push(`user onClose: pending=${app.writeBuffer.stats().pending}`) })
+    // onClose hooks run latest-registered first: this one before ours, the drain after it
+    app.addHook('onClose', async () => { order.push('user onClose') })
     const ownedDb = app.writeBuffer.db
     const c = app.writeBuffer.collection('close_drain')
     const writes = Array.from({ length: 100 }, (_, i) => c.insertOne({ i }))
     await app.close()
     expect(await db.collection('close_drain').countDocuments()).toBe(100)
     expect((await Promise.allSettled(writes)).every(s => s.status === 'fulfilled')).toBe(true)
-    expect(order).toEqual(['user onClose: pending=0'])
+    expect(order).toEqual(['user onClose'])
+    expect(app.writeBuffer.stats().pending).toBe(0)
     // the client the plugin created is closed
     await expect(ownedDb.collection('x').findOne({})).rejects.toThrow()
   })
@@ -151,5 +152,29 @@ describe('request-tied writes', () => {
     for (let i = 0; i < 20; i++) expect((await fetch(`http://127.0.0.1:${port}/ok`, { method: 'POST' })).status).toBe(200)
     expect(await db.collection('kept').countDocuments()).toBe(20)
     await app.close()
+  })
+
+  it('start-up against an unreachable server fails within connectTimeoutMs, naming the host but not the credentials', async () => {
+    const app = Fastify()
+    const t0 = Date.now()
+    const err = await app.register(writeBuffer, { url: 'mongodb://alice:s3cret@127.0.0.1:1/app', connectTimeoutMs: 800 }).then(() => null, (e: unknown) => e)
+    expect(Date.now() - t0).toBeLessThan(5_000)
+    expect(err).toMatchObject({ code: 'WRITE_BUFFER_CONNECT_FAILED' })
+    expect((err as Error).message).toMatch(/127\.0\.0\.1:1/)
+    expect((err as Error).message).not.toMatch(/s3cret|alice/)
+    await app.close().catch(() => {})
+  })
+
+  it('start-up with a given Db whose server is unreachable fails the same way', async () => {
+    const { MongoClient } = await import('mongodb')
+    const unreachable = new MongoClient('mongodb://127.0.0.1:1/', { serverSelectionTimeoutMS: 30_000 })
+    const app = Fastify()
+    const t0 = Date.now()
+    const err = await app.register(writeBuffer, { db: unreachable.db('x'), connectTimeoutMs: 500 }).then(() => null, (e: unknown) => e)
+    expect(Date.now() - t0).toBeLessThan(5_000)
+    expect(err).toMatchObject({ code: 'WRITE_BUFFER_CONNECT_FAILED' })
+    expect((err as Error).message).toMatch(/connectTimeoutMs \(500 ms\)/)
+    await unreachable.close()
+    await app.close().catch(() => {})
   })
 })

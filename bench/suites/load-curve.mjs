@@ -31,7 +31,7 @@ async function seedUsers (db) {
   await users.insertMany(Array.from({ length: USERS }, (_, i) => ({ username: `user${i}`, passwordSha256: sha256(`pw${i}`), logins: 0 })))
 }
 
-export async function loadCurveSuite ({ uri, curveDurationS: durationS }) {
+export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRoutes = ['insert', 'login'], curveLevels = LEVELS }) {
   const { client: setup, db: setupDb } = await freshDb(uri, 'curve')
   await seedUsers(setupDb)
   await setup.close()
@@ -69,8 +69,8 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS }) {
   const base = await app.listen({ host: '127.0.0.1', port: 0 })
 
   const results = []
-  for (const route of ['insert', 'login']) {
-    for (const connections of LEVELS) {
+  for (const route of curveRoutes) {
+    for (const connections of curveLevels) {
       for (const variant of ['naive', 'buffered']) {
         const gauge = gauges[variant]
         gauge.reset()
@@ -107,8 +107,8 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS }) {
   await Promise.all([naiveClient.close(), bufferClient.close()])
 
   const curve = {}
-  for (const route of ['insert', 'login']) {
-    curve[route] = LEVELS.map(connections => {
+  for (const route of curveRoutes) {
+    curve[route] = curveLevels.map(connections => {
       const naive = results.find(r => r.key === `${route}-naive-${connections}`)
       const buffered = results.find(r => r.key === `${route}-buffered-${connections}`)
       return {
@@ -121,7 +121,7 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS }) {
     })
   }
   const ratios = {}
-  for (const route of ['insert', 'login']) for (const c of curve[route]) ratios[`${route}@${c.connections}`] = c.ratio
+  for (const route of curveRoutes) for (const c of curve[route]) ratios[`${route}@${c.connections}`] = c.ratio
   return {
     title: 'Load curve: buffered (default options) vs naive, by connections',
     unit: 'req/s',

@@ -3,9 +3,14 @@ import type { Batch } from './batch.js'
 export interface BackoffPolicy { baseDelayMs: number, maxDelayMs: number }
 
 /**
- * Batches waiting to be sent again after a transient failure. While one waits, its queue
- * holds its targets (a later write to the same document must not overtake it); when the
- * wait is over its writes go back to the head of their queue and `ready` is called.
+ * Batches that hold their targets while they wait:
+ * - a batch to send again after a transient failure waits out a jittered exponential
+ *   backoff, and never less than its fence (below); then its writes go back to the head of
+ *   their queue and `ready` is called;
+ * - a fence: after an ambiguous failure (the server may still be executing the attempt),
+ *   the targets of writes already settled as `unknown` stay held until the attempt can no
+ *   longer apply, so no later write to those documents can be overtaken by it.
+ * While a batch waits, a later write to one of its targets waits behind it.
  */
 export class Retries {
   readonly #waiting = new Set<Batch>()
@@ -14,22 +19,34 @@ export class Retries {
 
   constructor (readonly policy: BackoffPolicy, readonly ready: () => void) {}
 
-  schedule (batch: Batch): void {
+  /** Sends `batch` again after its backoff, and not before `notBefore` (a Date.now() time). */
+  schedule (batch: Batch, notBefore = 0): void {
     const { baseDelayMs, maxDelayMs } = this.policy
     const cap = Math.min(maxDelayMs, baseDelayMs * 2 ** (batch.attempt - 1))
-    const delay = cap / 2 + Math.random() * cap / 2 // jitter: no thundering herd on recovery
+    const backoff = cap / 2 + Math.random() * cap / 2 // jitter: no thundering herd on recovery
     this.scheduled++
+    this.#hold(batch, Math.max(backoff, notBefore - Date.now()), false)
+  }
+
+  /** Holds the targets of `batch` (settled writes) until `until` (a Date.now() time). */
+  fence (batch: Batch, until: number): void {
+    // unref'd: nothing waits on a fence but later writes, which keep the process alive themselves
+    this.#hold(batch, until - Date.now(), true)
+  }
+
+  #hold (batch: Batch, delayMs: number, unref: boolean): void {
     batch.queue.holdForRetry(batch)
     this.#waiting.add(batch)
     batch.retryTimer = setTimeout(() => {
       this.#waiting.delete(batch)
       batch.retryTimer = null
-      batch.queue.endRetryWait(batch)
+      batch.queue.endRetryWait(batch) // puts back only the writes still to be sent
       this.ready()
-    }, delay)
+    }, Math.max(0, delayMs))
+    if (unref) batch.retryTimer.unref()
   }
 
-  /** close() timed out: stops every wait and hands back the batches that were waiting. */
+  /** Stops every wait and hands back the batches that were waiting (close). */
   removeAll (): Batch[] {
     const batches = [...this.#waiting]
     for (const batch of batches) {

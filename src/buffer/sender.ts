@@ -1,6 +1,6 @@
 import type { BulkWriteOptions, BulkWriteResult, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
-import { classify, describeError } from '../mongo/driver-errors.js'
+import { classify, commandRefusal, describeError } from '../mongo/driver-errors.js'
 import type { DriverRetries } from '../mongo/topology.js'
 import type { Logger } from '../options.js'
 import { batchChannel, publishBatch } from '../telemetry.js'
@@ -13,8 +13,16 @@ import type { Settler } from './settler.js'
 
 export interface SenderOptions extends RetryPolicy {
   writeConcern: WriteConcernSettings | undefined
+  /** server-side time limit of every bulkWrite: after it, an attempt can no longer apply */
+  maxTimeMS: number
   logger: Logger | undefined
 }
+
+/**
+ * Added to maxTimeMS to bound when an ambiguous attempt can still apply: covers the time
+ * between the server starting the command and our seeing the failure, and clock skew.
+ */
+export const FENCE_MARGIN_MS = 1000
 
 /**
  * Sends one batch as one bulkWrite and routes the answer: every write of the batch is
@@ -34,8 +42,9 @@ export class Sender {
     readonly returned: (batch: Batch) => void
   ) {
     const wc = options.writeConcern
-    this.#unordered = wc === undefined ? { ordered: false } : { ordered: false, writeConcern: wc }
-    this.#ordered = wc === undefined ? { ordered: true } : { ordered: true, writeConcern: wc }
+    const common: BulkWriteOptions = wc === undefined ? { maxTimeMS: options.maxTimeMS } : { maxTimeMS: options.maxTimeMS, writeConcern: wc }
+    this.#unordered = { ...common, ordered: false }
+    this.#ordered = { ...common, ordered: true }
   }
 
   send (batch: Batch): void {
@@ -83,33 +92,48 @@ export class Sender {
 
   async #failed (batch: Batch, err: unknown): Promise<void> {
     const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
-    if (Array.isArray(writeErrors) && writeErrors.length > 0) {
+    const refusal = commandRefusal(err)
+    if (refusal !== undefined) {
+      this.#wholeFailed(batch, refusal)
+    } else if (Array.isArray(writeErrors) && writeErrors.length > 0) {
       await this.#partlyFailed(batch, err as PartialFailure)
     } else {
       this.#wholeFailed(batch, err)
     }
   }
 
-  /** No per-write errors: the failure is the whole bulkWrite's. */
+  /**
+   * No per-write errors: the failure is the whole bulkWrite's. When its outcome is unknown,
+   * the attempt may still be executing on the server: every target of the batch stays fenced
+   * (nothing sent to it, not even the retry) until the attempt can no longer apply, which
+   * maxTimeMS bounds. So a late attempt never lands after a later write to its document.
+   */
   #wholeFailed (batch: Batch, err: unknown): void {
     const failure = classify(err, this.driverRetries.mayHaveRetried())
     const name = batch.queue.name
     const now = Date.now()
+    const fenceUntil = failure.outcome === 'unknown' ? now + this.options.maxTimeMS + FENCE_MARGIN_MS : 0
     const retry: WriteOp[] = []
+    const fenced: WriteOp[] = []
     let failed = 0
     for (const op of batch.ops) {
       if (op.state === SETTLED) continue
       const verdict = afterBatchFailure(op, failure, now, this.options, name)
-      if (verdict === 'retry') retry.push(op)
-      else failed += this.settler.reject(op, verdict)
+      if (verdict === 'retry') {
+        retry.push(op)
+      } else {
+        failed += this.settler.reject(op, verdict)
+        if (fenceUntil > 0) fenced.push(op)
+      }
     }
     if (failed > 0) {
       this.options.logger?.error({ collection: name, ops: batch.size, failed, retrying: retry.length, err: describeError(failure.error) },
         'write buffer: batch failed')
     }
     this.#return(batch)
-    // held again before any pump can run: a later write to a retried target must not overtake it
-    if (retry.length > 0) this.retries.schedule(new Batch(batch.queue, retry, false))
+    // held again before any pump can run: a later write to these targets must not overtake them
+    if (retry.length > 0) this.retries.schedule(new Batch(batch.queue, retry, false), fenceUntil)
+    if (fenced.length > 0) this.retries.fence(new Batch(batch.queue, fenced, false), fenceUntil)
   }
 
   /** Some writes were refused by the server; the others were acknowledged (or never executed). */

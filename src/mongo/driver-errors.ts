@@ -19,8 +19,11 @@ interface MaybeMongoError {
 
 // NotWritablePrimary, NotPrimaryNoSecondaryOk, NotPrimaryOrSecondary: refused before executing.
 const NOT_EXECUTED_CODES = new Set([10107, 13435, 13436])
-// Interrupted / shutting down / stepping down: may have applied part of the command.
-const TRANSIENT_CODES = new Set([6, 7, 89, 91, 189, 262, 9001, 11600, 11602, 63, 150, 134])
+// Interrupted / shutting down / stepping down / MaxTimeMSExpired (50): may have applied part
+// of the command, and nothing of it can apply any more.
+const TRANSIENT_CODES = new Set([6, 7, 50, 89, 91, 189, 262, 9001, 11600, 11602, 63, 150, 134])
+// MongoDB 8.x admission control: the server refused the command before executing it.
+const OVERLOADED = 462
 
 /**
  * A MongoBulkWriteError caused by a network failure has an empty `writeErrors` and wraps
@@ -36,6 +39,26 @@ function unwrap (err: unknown): unknown {
 function isCommandError (e: MaybeMongoError): boolean {
   const r = e.errorResponse as { ok?: unknown } | null | undefined
   return e.name === 'MongoServerError' || (e.name === 'MongoBulkWriteError' && r !== null && typeof r === 'object' && r.ok === 0)
+}
+
+/**
+ * A command the server answered `{ ok: 0 }` (unauthorized, MaxTimeMSExpired, overloaded…)
+ * comes back from the driver as if it were a write error at index 0, with the bulk result's
+ * `ok` at 0 (the driver's mergeBatchResults). It is the whole command's failure, not the
+ * first write's: this returns it as the command error it is, or undefined for a real
+ * per-write failure.
+ */
+export function commandRefusal (err: unknown): unknown {
+  const e = err as { writeErrors?: unknown[], result?: { ok?: unknown } } | null | undefined
+  const first = e?.writeErrors?.[0] as { index?: unknown, code?: unknown, errmsg?: unknown, errInfo?: unknown } | undefined
+  if (e?.result?.ok !== 0 || e.writeErrors?.length !== 1 || first?.index !== 0) return undefined
+  const refusal = Object.assign(new Error(typeof first.errmsg === 'string' ? first.errmsg : 'command failed', { cause: err }), {
+    code: first.code,
+    errorResponse: { ok: 0, code: first.code, errmsg: first.errmsg },
+    hasErrorLabel: (label: string) => (err as MaybeMongoError).hasErrorLabel?.(label) === true,
+  })
+  Object.defineProperty(refusal, 'name', { value: 'MongoServerError' })
+  return refusal
 }
 
 /**
@@ -66,13 +89,14 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome)
     case 'MongoPoolClearedError':
     case 'MongoWaitQueueTimeoutError':
       return { outcome: notSent, transient: true, error: e }
-    case 'MongoTopologyClosedError':
     case 'MongoNotConnectedError':
+      return { outcome: 'not-sent', transient: false, error: e }
+    case 'MongoTopologyClosedError':
     case 'MongoClientClosedError':
     case 'MongoPoolClosedError':
-      // the client was closed under us: nothing went out (a driver retry racing a close()
-      // is the one exception, too rare to cost every shutdown its certainty)
-      return { outcome: 'not-sent', transient: false, error: e }
+      // the client was closed under us: the command may have been on the wire, and the
+      // server applies what it received (measured: a batch reported so had been applied)
+      return { outcome: 'unknown', transient: false, error: e }
     case 'MongoNetworkError':
     case 'MongoNetworkTimeoutError':
       return { outcome: 'unknown', transient: true, error: e }
@@ -84,6 +108,10 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome)
     // a command-level answer from the server, or (a MongoBulkWriteError without an
     // `ok: 0` reply) a write concern error: applied, but not as durably as asked
     const writeConcern = !isCommandError(e)
+    if (!writeConcern && (code === OVERLOADED || e.hasErrorLabel?.('SystemOverloadedError') === true)) {
+      // MongoDB 8 sheds load before executing: not applied, worth retrying after a backoff
+      return { outcome: 'not-sent', transient: true, error: e }
+    }
     if (code !== undefined && NOT_EXECUTED_CODES.has(code) && !writeConcern) return { outcome: notSent, transient: true, error: e }
     if ((code !== undefined && TRANSIENT_CODES.has(code)) || e.hasErrorLabel?.('RetryableWriteError') === true) {
       return { outcome: 'unknown', transient: true, error: e }

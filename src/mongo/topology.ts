@@ -1,37 +1,39 @@
 import type { Db } from 'mongodb'
 
-interface DriverClientView {
+interface ClientView {
   options?: { retryWrites?: boolean }
   topology?: { description?: { servers?: Map<string, { type?: string }> } }
+  on?: (event: 'serverDescriptionChanged', listener: (ev: { newDescription: { type: string } }) => void) => unknown
 }
 
 /**
  * Whether the driver's own retryable writes may have re-sent a batch before we saw its
  * error: on for replica sets and sharded clusters unless `retryWrites: false`; standalone
- * servers have none. Read from the client's topology description (not public API, hence the
- * narrow view); an Unknown server (down right now) says nothing, so the last known answer is
- * kept, and "may retry" is assumed until something is known.
+ * servers have none. The last server type seen other than Unknown decides, read from the
+ * client's topology (a client connected before the buffer was built) and kept up to date by
+ * its server monitoring events. Before any server was ever known no command can have
+ * started, so there was no first attempt to retry either.
  */
 export class DriverRetries {
-  readonly #client: DriverClientView | undefined
+  readonly #client: ClientView | undefined
+  readonly #retryWrites: boolean
   #known: boolean | undefined
 
   constructor (db: Db) {
-    this.#client = (db as unknown as { client?: DriverClientView }).client
+    const client = this.#client = (db as unknown as { client?: ClientView }).client
+    this.#retryWrites = client?.options?.retryWrites !== false
+    client?.on?.('serverDescriptionChanged', ev => { this.#learn(ev.newDescription.type) })
+  }
+
+  #learn (type: string | undefined): void {
+    if (type === 'Standalone') this.#known = false
+    else if (type !== undefined && type !== 'Unknown' && type !== 'PossiblePrimary') this.#known = true
   }
 
   mayHaveRetried (): boolean {
-    const client = this.#client
-    if (client?.options?.retryWrites === false) return false
-    const servers = client?.topology?.description?.servers
-    let known: boolean | undefined
-    if (servers !== undefined) {
-      for (const server of servers.values()) {
-        if (server.type === 'Standalone') known ??= false
-        else if (server.type !== undefined && server.type !== 'Unknown') known = true
-      }
-    }
-    if (known !== undefined) this.#known = known
-    return this.#known ?? true
+    if (!this.#retryWrites) return false
+    const servers = this.#client?.topology?.description?.servers
+    if (servers !== undefined) for (const server of servers.values()) this.#learn(server.type)
+    return this.#known === true
   }
 }

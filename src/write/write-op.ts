@@ -14,8 +14,14 @@ export type Kind = 0 | 1 | 2 | 3 | 4 | 5
 /** The key of each kind's bulkWrite model, by kind. */
 const MODEL_KEYS = ['insertOne', 'updateOne', 'updateMany', 'replaceOne', 'deleteOne', 'deleteMany'] as const
 
-/** insert / update / delete: the server runs one write command per group, so a batch holds one group. */
-export const COMMAND_OF: readonly number[] = [0, 1, 1, 1, 2, 2]
+/**
+ * The group a kind travels in; a batch holds one group. The server runs one write command
+ * per operation type (insert / update / delete), so a failed command maps to exactly the
+ * writes it carried. Multi-document writes (updateMany, deleteMany) get groups of their own:
+ * one of them in a bulkWrite makes the driver send the whole bulkWrite without retryable
+ * writes (../shared/PITFALLS.md, 8).
+ */
+export const COMMAND_OF: readonly number[] = [0, 1, 3, 1, 2, 4]
 
 /**
  * Where a write is in its life. CREATED → (WAITING →) QUEUED → IN_FLIGHT → SETTLED; a retried

@@ -1,9 +1,22 @@
 import net from 'node:net'
 
+/** Holding matching commands, or their replies, for a while (a congested network, a stalled server). */
+export interface HoldRule {
+  /** which client chunks start a hold (e.g. the bytes of an `update` command on one collection) */
+  match: (chunk: Buffer) => boolean
+  holdMs: number
+  /** 'request': the command reaches the server late, even after the client gave up on it; 'reply': its answer does */
+  direction: 'request' | 'reply'
+}
+
+/** A held request is still delivered after the client closed; the server side stays open this long after. */
+const LINGER_AFTER_HELD_MS = 5_000
+
 /**
  * In-process TCP proxy between the driver and the server, for fault tests:
  * cut every connection, drop a connection after N more client bytes (mid-flush),
- * stall traffic, or refuse connections ("server down"). Loopback only.
+ * stall traffic, hold matching commands or replies, or refuse connections ("server down").
+ * Loopback only.
  */
 export class FaultProxy {
   readonly #server: net.Server
@@ -12,7 +25,10 @@ export class FaultProxy {
   #down = false
   #dropAfter = -1
   #stalledChunks: Array<() => void> = []
+  #hold: HoldRule | null = null
   cuts = 0
+  /** commands (or replies) held so far */
+  held = 0
 
   private constructor (readonly targetHost: string, readonly targetPort: number) {
     this.#server = net.createServer(client => { this.#accept(client) })
@@ -39,14 +55,40 @@ export class FaultProxy {
     const upstream = net.connect(this.targetPort, this.targetHost)
     const pair: [net.Socket, net.Socket] = [client, upstream]
     this.#pairs.add(pair)
+    const held = { requestsUntil: 0, repliesUntil: 0, requests: [] as Buffer[], timer: null as NodeJS.Timeout | null }
+    const deliver = (): void => {
+      held.timer = null
+      const wait = held.requestsUntil - Date.now()
+      if (wait > 0) { held.timer = setTimeout(deliver, wait); return }
+      for (const chunk of held.requests.splice(0)) if (!upstream.destroyed) upstream.write(chunk)
+    }
     const close = (): void => {
       this.#pairs.delete(pair)
       client.destroy()
-      upstream.destroy()
+      // a held request still reaches the server (as in a congested network), then lingers
+      if (held.requests.length === 0) upstream.destroy()
+      else setTimeout(() => { upstream.destroy() }, held.requestsUntil - Date.now() + LINGER_AFTER_HELD_MS).unref()
     }
     client.on('error', close).on('close', close)
-    upstream.on('error', close).on('close', close)
+    upstream.on('error', close).on('close', () => {
+      this.#pairs.delete(pair)
+      client.destroy()
+    })
     client.on('data', chunk => {
+      const rule = this.#hold
+      const now = Date.now()
+      if (rule !== null && rule.match(chunk)) {
+        this.held++
+        this.#hold = null // one command: the ones after it (a retry, a later write) pass
+        if (rule.direction === 'request') held.requestsUntil = now + rule.holdMs
+        else held.repliesUntil = now + rule.holdMs
+      }
+      if (held.requestsUntil > now || held.requests.length > 0) {
+        // later chunks of this connection wait too, so the byte stream keeps its order
+        held.requests.push(chunk)
+        held.timer ??= setTimeout(deliver, Math.max(0, held.requestsUntil - now))
+        return
+      }
       if (this.#dropAfter >= 0) {
         this.#dropAfter -= chunk.length
         if (this.#dropAfter < 0) {
@@ -60,8 +102,16 @@ export class FaultProxy {
       }
       this.#forward(upstream, chunk)
     })
-    upstream.on('data', chunk => { this.#forward(client, chunk) })
+    upstream.on('data', chunk => {
+      const wait = held.repliesUntil - Date.now()
+      if (wait > 0) setTimeout(() => { if (!client.destroyed) client.write(chunk) }, wait)
+      else this.#forward(client, chunk)
+    })
   }
+
+  /** Holds the next matching command (or its reply); `release()` cancels a hold not yet used. */
+  holdMatching (rule: HoldRule): void { this.#hold = rule }
+  release (): void { this.#hold = null }
 
   #forward (to: net.Socket, chunk: Buffer): void {
     if (this.#stalled) this.#stalledChunks.push(() => to.write(chunk))

@@ -1,0 +1,30 @@
+import type { Db } from 'mongodb'
+import { ConnectError } from '../errors.js'
+import { describeError } from './driver-errors.js'
+
+interface ClientView { options?: { hosts?: Array<{ toString: () => string }> } }
+
+/** The hosts a Db's client talks to, `host:port,…` (from the parsed options: no credentials). */
+export function hostsOf (db: Db): string {
+  const hosts = (db as unknown as { client?: ClientView }).client?.options?.hosts
+  return hosts === undefined || hosts.length === 0 ? 'unknown host' : hosts.map(h => h.toString()).join(',')
+}
+
+/**
+ * Pings the server, failing within `timeoutMs` with WRITE_BUFFER_CONNECT_FAILED naming the
+ * hosts and the driver's cause — well before Fastify's plugin timeout, whose own message
+ * ("forgotten to call 'done'") names neither.
+ */
+export async function checkConnection (db: Db, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => { reject(new Error(`no answer within connectTimeoutMs (${timeoutMs} ms)`)) }, timeoutMs)
+  })
+  try {
+    await Promise.race([db.command({ ping: 1 }), timeout])
+  } catch (err) {
+    throw new ConnectError(`fastify-write-buffer: cannot reach MongoDB at ${hostsOf(db)}: ${describeError(err)}`, err)
+  } finally {
+    clearTimeout(timer)
+  }
+}

@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { MongoClient, type Db } from 'mongodb'
+import { WriteBuffer, type WriteBufferOptions } from '../src/index.js'
+import { FaultProxy, hostPortOf } from './support/fault-proxy.js'
+import { mongoUri, openDb } from './helpers.js'
+
+/**
+ * A late first attempt must never land after a later acknowledged write to its document
+ * (../shared/PITFALLS.md, 9). The proxy holds an update command — or its reply — past the
+ * driver's socket timeout; the buffer sees an ambiguous failure while the server may still
+ * execute the command. Every round writes $set {v: 1} and then $set {v: 2} to each of 200
+ * documents; at the end every document must equal its last acknowledged write.
+ */
+const target = hostPortOf(mongoUri())
+const DOCS = 200
+const SOCKET_TIMEOUT_MS = 400
+const MAX_TIME_MS = 500
+/** the held command reaches the server well after the socket timeout, before the fence ends */
+const HOLD_MS = 1_200
+
+let direct: MongoClient
+let directDb: Db
+let proxy: FaultProxy
+let client: MongoClient
+let db: Db
+
+/** The bytes of an OP_MSG `update` command on `collection` (its first key and value). */
+function isUpdateOn (collection: string): (chunk: Buffer) => boolean {
+  const needle = Buffer.concat([Buffer.from('\x02update\x00'), Buffer.alloc(4), Buffer.from(collection + '\x00')])
+  return chunk => {
+    const i = chunk.indexOf(needle.subarray(0, 8))
+    return i >= 0 && chunk.subarray(i + 12, i + 12 + collection.length + 1).equals(needle.subarray(12))
+  }
+}
+
+async function round (name: string, direction: 'request' | 'reply', options: WriteBufferOptions): Promise<{ v2Acked: number, mismatches: number, v1: Record<string, number> }> {
+  await directDb.collection(name).insertMany(Array.from({ length: DOCS }, (_, k) => ({ _id: k, v: 0 })) as never[])
+  // coalesce off: {v: 2} must be its own write, not folded into {v: 1}
+  const wb = new WriteBuffer(db, { maxTimeMS: MAX_TIME_MS, coalesce: false, ...options })
+  const docs = wb.collection(name)
+  proxy.holdMatching({ match: isUpdateOn(name), holdMs: HOLD_MS, direction })
+  const first = Array.from({ length: DOCS }, (_, k) => docs.updateOne({ _id: k }, { $set: { v: 1 } }))
+  const second = Array.from({ length: DOCS }, (_, k) => docs.updateOne({ _id: k }, { $set: { v: 2 } }))
+  const v1 = await Promise.allSettled(first)
+  const v2 = await Promise.allSettled(second)
+  await wb.close()
+  // let anything still held in the network land before looking
+  await new Promise(resolve => setTimeout(resolve, HOLD_MS + 500))
+  const final = await directDb.collection<{ _id: number, v: number }>(name).find().toArray()
+  const lastAcked = new Map<number, number>()
+  v1.forEach((r, k) => { if (r.status === 'fulfilled') lastAcked.set(k, 1) })
+  v2.forEach((r, k) => { if (r.status === 'fulfilled') lastAcked.set(k, 2) })
+  let mismatches = 0
+  for (const doc of final) {
+    const acked = lastAcked.get(doc._id)
+    if (acked !== undefined && doc.v !== acked) mismatches++
+  }
+  const outcomes: Record<string, number> = {}
+  for (const r of v1) {
+    const key = r.status === 'fulfilled' ? 'acknowledged' : String((r.reason as { outcome?: string }).outcome)
+    outcomes[key] = (outcomes[key] ?? 0) + 1
+  }
+  return { v2Acked: v2.filter(r => r.status === 'fulfilled').length, mismatches, v1: outcomes }
+}
+
+describe.skipIf(target === undefined)('no overtaking by a late attempt (proxy holds a command past the socket timeout)', () => {
+  beforeAll(async () => {
+    ({ client: direct, db: directDb } = await openDb('overtaking'))
+    proxy = await FaultProxy.start(target!.host, target!.port)
+    client = new MongoClient(proxy.uri(mongoUri()), { socketTimeoutMS: SOCKET_TIMEOUT_MS, serverSelectionTimeoutMS: 3_000, retryWrites: false })
+    await client.connect()
+    db = client.db(directDb.databaseName)
+  })
+  afterAll(async () => {
+    await client?.close()
+    await proxy?.close()
+    await direct?.close()
+  })
+
+  for (const direction of ['request', 'reply'] as const) {
+    it(`held ${direction}, buffer retries on: every document ends at its last acknowledged write`, async () => {
+      const r = await round(`held_${direction}_retry`, direction, { retry: { baseDelayMs: 10, maxAttempts: 4 } })
+      console.log(`held ${direction}, retries on: first writes ${JSON.stringify(r.v1)}, second writes acknowledged ${r.v2Acked}/${DOCS}, mismatches ${r.mismatches}`)
+      expect(proxy.held).toBeGreaterThan(0)
+      expect(r.v2Acked).toBe(DOCS)
+      expect(r.mismatches).toBe(0)
+    })
+
+    it(`held ${direction}, buffer retries off: the unknown write cannot land after the next one`, async () => {
+      const r = await round(`held_${direction}_once`, direction, { retry: { maxAttempts: 1 } })
+      console.log(`held ${direction}, retries off: first writes ${JSON.stringify(r.v1)}, second writes acknowledged ${r.v2Acked}/${DOCS}, mismatches ${r.mismatches}`)
+      expect(r.v1.unknown).toBe(DOCS)
+      expect(r.v2Acked).toBe(DOCS)
+      expect(r.mismatches).toBe(0)
+    })
+  }
+})

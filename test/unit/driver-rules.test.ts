@@ -1,0 +1,122 @@
+import { describe, expect, it } from 'vitest'
+import type { Db } from 'mongodb'
+import { WriteBuffer, type WriteBufferOptions } from '../../src/index.js'
+
+/** A Db whose bulkWrite answers with `answer(models, call#)`; records models and options of each call. */
+function fakeDb (answer: (models: Array<Record<string, unknown>>, n: number) => unknown) {
+  const calls: Array<{ kinds: string[], options: Record<string, unknown> }> = []
+  const db = {
+    collection: (name: string) => ({
+      collectionName: name,
+      bulkWrite: async (models: Array<Record<string, unknown>>, options: Record<string, unknown>) => {
+        calls.push({ kinds: models.map(m => Object.keys(m)[0] as string), options })
+        const out = answer(models, calls.length)
+        if (out instanceof Error) throw out
+        return out
+      },
+      find: () => ({ toArray: async () => [] }),
+    }),
+  } as unknown as Db
+  return { db, calls }
+}
+
+const ok = { upsertedIds: {} }
+function named (name: string, fields: object = {}): Error {
+  const err = Object.assign(new Error(name), fields)
+  Object.defineProperty(err, 'name', { value: name })
+  return err
+}
+function outcomeOf (r: PromiseSettledResult<unknown>): string {
+  return r.status === 'fulfilled' ? 'acknowledged' : `${String((r.reason as { code?: unknown }).code)}/${String((r.reason as { outcome?: unknown }).outcome)}`
+}
+const quick: WriteBufferOptions = { retry: { baseDelayMs: 1, maxAttempts: 3 }, maxTimeMS: 1 }
+
+describe('the driver\'s rules', () => {
+  it('every bulkWrite carries maxTimeMS', async () => {
+    const { db, calls } = fakeDb(() => ok)
+    const wb = new WriteBuffer(db, { maxTimeMS: 1234 })
+    await wb.collection('c').insertOne({ a: 1 })
+    expect(calls[0]?.options).toMatchObject({ ordered: false, maxTimeMS: 1234 })
+  })
+
+  it('updateMany and deleteMany travel in bulkWrites of their own (they would disable retryable writes for the rest)', async () => {
+    const { db, calls } = fakeDb(() => ok)
+    const c = new WriteBuffer(db).collection('c')
+    await Promise.all([
+      c.updateOne({ _id: 1 }, { $set: { a: 1 } }),
+      c.updateMany({ kind: 'x' }, { $set: { b: 1 } }),
+      c.replaceOne({ _id: 2 }, { a: 2 }),
+      c.deleteOne({ _id: 3 }),
+      c.deleteMany({ kind: 'y' }),
+    ])
+    const groups = calls.map(call => [...new Set(call.kinds)].sort().join('+')).sort()
+    expect(groups).toEqual(['deleteMany', 'deleteOne', 'replaceOne+updateOne', 'updateMany'])
+  })
+
+  it('a command refused with ok: 0 (reported by the driver as a write error at index 0) fails the whole batch, not its first write', async () => {
+    // the driver's mergeBatchResults: { ok: 0 } → writeErrors [{ index 0, code }] and result.ok 0
+    const refusal = named('MongoBulkWriteError', { code: 13, writeErrors: [{ index: 0, code: 13, errmsg: 'not authorized' }], result: { ok: 0 } })
+    const { db } = fakeDb(() => refusal)
+    const c = new WriteBuffer(db, quick).collection('c')
+    const results = await Promise.allSettled([c.insertOne({ a: 1 }), c.insertOne({ a: 2 }), c.insertOne({ a: 3 })])
+    // not "first rejected with 13, the others acknowledged": none of them was written
+    expect(results.map(outcomeOf)).toEqual(Array(3).fill('WRITE_BUFFER_BATCH_FAILED/rejected'))
+  })
+
+  it('a real write error at index 0 (result ok 1) rejects only that write', async () => {
+    const dup = named('MongoBulkWriteError', { code: 11000, writeErrors: [{ index: 0, code: 11000, errmsg: 'dup' }], result: { ok: 1 } })
+    const { db } = fakeDb(() => dup)
+    const c = new WriteBuffer(db, quick).collection('c')
+    const results = await Promise.allSettled([c.insertOne({ _id: 1 }), c.insertOne({ _id: 2 })])
+    expect(results.map(outcomeOf)).toEqual(['11000/rejected', 'acknowledged'])
+  })
+
+  it('MongoDB 8 overload (code 462, SystemOverloadedError): not applied, retried with backoff', async () => {
+    const overload = named('MongoServerError', { code: 462, errorResponse: { ok: 0 }, hasErrorLabel: (l: string) => l === 'SystemOverloadedError' || l === 'RetryableError' })
+    const { db, calls } = fakeDb((_m, n) => n === 1 ? overload : ok)
+    const wb = new WriteBuffer(db, quick)
+    // an $inc is not retry-safe after an unknown outcome: retried here only because 462 means "not applied"
+    await expect(wb.collection('c').updateOne({ _id: 1 }, { $inc: { n: 1 } })).resolves.toEqual({})
+    expect(calls).toHaveLength(2)
+    expect(wb.stats().retries).toBe(1)
+  })
+
+  it('a client closed while the bulkWrite was on the wire: outcome unknown, not "not-sent"', async () => {
+    for (const name of ['MongoClientClosedError', 'MongoTopologyClosedError', 'MongoPoolClosedError']) {
+      const { db } = fakeDb(() => named(name))
+      const results = await Promise.allSettled([new WriteBuffer(db, quick).collection('c').insertOne({ a: 1 })])
+      expect(results.map(outcomeOf), name).toEqual(['WRITE_BUFFER_BATCH_FAILED/unknown'])
+    }
+  })
+
+  it('a server never reached (selection failed, nothing ever connected): not-sent', async () => {
+    const { db } = fakeDb(() => named('MongoServerSelectionError'))
+    const results = await Promise.allSettled([new WriteBuffer(db, { ...quick, retry: { maxAttempts: 1 } }).collection('c').updateOne({ _id: 1 }, { $inc: { n: 1 } })])
+    expect(results.map(outcomeOf)).toEqual(['WRITE_BUFFER_BATCH_FAILED/not-sent'])
+  })
+
+  it('on a replica set, a selection failure may answer the driver\'s own retry: unknown', async () => {
+    const { db } = fakeDb(() => named('MongoServerSelectionError'))
+    Object.assign(db, { client: { options: {}, topology: { description: { servers: new Map([['a', { type: 'RSPrimary' }]]) } } } })
+    const results = await Promise.allSettled([new WriteBuffer(db, { ...quick, retry: { maxAttempts: 1 } }).collection('c').updateOne({ _id: 1 }, { $inc: { n: 1 } })])
+    expect(results.map(outcomeOf)).toEqual(['WRITE_BUFFER_BATCH_FAILED/unknown'])
+  })
+
+  it('after an ambiguous failure the targets stay fenced for maxTimeMS + margin: the retry and a later write wait', async () => {
+    const started: number[] = []
+    const { db } = fakeDb((_m, n) => { started.push(Date.now()); return n === 1 ? named('MongoNetworkTimeoutError') : ok })
+    const c = new WriteBuffer(db, { maxTimeMS: 100, retry: { baseDelayMs: 1, maxAttempts: 3 }, coalesce: false }).collection('c')
+    const t0 = Date.now()
+    await Promise.all([c.updateOne({ _id: 1 }, { $set: { v: 1 } }), c.updateOne({ _id: 1 }, { $set: { v: 2 } })])
+    expect(started).toHaveLength(3) // v1, v1 again, v2
+    expect((started[1] ?? 0) - t0).toBeGreaterThanOrEqual(100 + 1000 - 20) // fence: maxTimeMS + 1 s margin
+  })
+
+  it('writeConcern { w: 0 } is refused at construction, from the options or from the Db', () => {
+    const { db } = fakeDb(() => ok)
+    expect(() => new WriteBuffer(db, { writeConcern: { w: 0 } })).toThrow(/w: 0 \} is not supported/)
+    Object.assign(db, { writeConcern: { w: 0 } })
+    expect(() => new WriteBuffer(db)).toThrow(TypeError)
+    expect(() => new WriteBuffer(db, { writeConcern: { w: 1 } })).not.toThrow()
+  })
+})
