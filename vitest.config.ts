@@ -10,7 +10,8 @@ export default defineConfig({
     pool: 'forks',
     projects: [
       // the batching rules against a tiny in-process fake of bulkWrite: no server at all
-      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      // (files in parallel: they share nothing)
+      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'], fileParallelism: true } },
       // the real server is the judge
       {
         extends: true,

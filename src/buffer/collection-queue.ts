@@ -32,8 +32,10 @@ export class CollectionQueue {
   #size = 0
   #bytes = 0
   #coalesced = 0
-  /** batches in flight or waiting to be retried */
+  /** batches in flight or waiting (a retry's backoff, a fence) */
   #out = 0
+  /** batches in flight */
+  #inFlight = 0
   /**
    * Target → the op holding it: taken into the batch being built (still QUEUED: later
    * same-target updates may coalesce into it), in flight, or waiting to be retried.
@@ -51,8 +53,10 @@ export class CollectionQueue {
 
   get size (): number { return this.#size }
   get bytes (): number { return this.#bytes }
-  /** batches of this queue in flight or waiting to be retried */
+  /** batches of this queue in flight or waiting (retry backoff, fence): an ordered queue waits for 0 */
   get out (): number { return this.#out }
+  /** batches of this queue on the wire */
+  get inFlight (): number { return this.#inFlight }
   /** writes coalesced into an earlier one (stats) */
   get coalesced (): number { return this.#coalesced }
 
@@ -130,6 +134,7 @@ export class CollectionQueue {
     this.#advance(head, end)
     if (ops === null) return null
     this.#out++
+    this.#inFlight++
     return new Batch(this, ops, false)
   }
 
@@ -151,6 +156,7 @@ export class CollectionQueue {
     this.#size -= ops.length
     this.#bytes -= bytes
     this.#out++
+    this.#inFlight++
     const batch = new Batch(this, ops, true)
     this.#freshOut.add(batch)
     return batch
@@ -176,9 +182,19 @@ export class CollectionQueue {
 
   /** A batch's answer was handled: its targets are free again. */
   returned (batch: Batch): void {
+    this.#inFlight--
+    this.#release(batch)
+  }
+
+  #release (batch: Batch): void {
     this.#out--
     if (this.#freshOut.delete(batch)) return
     for (const op of batch.ops) this.#held.delete(op.target)
+  }
+
+  /** A waiting batch (retry, fence) was given up (close): its targets are free again. */
+  abandonWait (batch: Batch): void {
+    this.#release(batch)
   }
 
   /** `batch` waits to be retried: it is out again and holds its targets meanwhile. */

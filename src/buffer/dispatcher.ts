@@ -23,8 +23,7 @@ export interface DispatchHooks {
  *
  * Adaptive (`lingerMs: 0`, the default) is group commit, as databases and Nagle's algorithm
  * do it: send at once when it helps, gather while it cannot.
- * - A collection with nothing out (no batch in flight or waiting to be retried) sends its
- *   queued writes at the end of the event-loop turn in which they were queued: a
+ * - A collection with no batch in flight sends its queued writes at the end of the event-loop turn in which they were queued: a
  *   `setImmediate`, which runs after the I/O callbacks of this turn and their microtasks, so
  *   the writes of every request handled in this turn share one batch, and a lone write waits
  *   for no timer at all (a timer, even of 0 ms, made the buffer slower than no buffer at low
@@ -80,7 +79,7 @@ export class Dispatcher implements QueueListener {
     if (this.#full(queue)) {
       this.#schedulePump()
     } else if (this.#adaptive) {
-      if (queue.out === 0) this.#scheduleTurnEnd()
+      if (queue.inFlight === 0) this.#scheduleTurnEnd()
     } else if (!this.#due && !this.#timerArmed) {
       this.#armTimer()
     }
@@ -119,7 +118,7 @@ export class Dispatcher implements QueueListener {
 
   /** Whether `queue` may send now without being due. */
   #ready (queue: CollectionQueue): boolean {
-    return this.#full(queue) || (this.#adaptive && queue.out === 0)
+    return this.#full(queue) || (this.#adaptive && queue.inFlight === 0)
   }
 
   #armTimer (): void {

@@ -52,7 +52,7 @@ export class Retries {
     for (const batch of batches) {
       if (batch.retryTimer !== null) clearTimeout(batch.retryTimer)
       batch.retryTimer = null
-      batch.queue.returned(batch)
+      batch.queue.abandonWait(batch)
     }
     this.#waiting.clear()
     return batches

@@ -51,7 +51,13 @@ export class Sender {
     const queue = batch.queue
     const models = batch.send()
     const started = batchChannel.hasSubscribers ? performance.now() : -1
-    queue.collection.bulkWrite(models, queue.ordered ? this.#ordered : this.#unordered).then(
+    let sent: Promise<BulkWriteResult>
+    try {
+      sent = Promise.resolve(queue.collection.bulkWrite(models, queue.ordered ? this.#ordered : this.#unordered))
+    } catch (err) {
+      sent = Promise.reject(err) // a driver that throws instead of rejecting must not strand the batch
+    }
+    sent.then(
       result => {
         this.#acknowledged(batch, result)
         if (started >= 0) publishBatch(queue.name, batch.size, started, undefined)

@@ -75,7 +75,7 @@ export function classify (err: unknown, driverMayRetry: boolean): Failure {
   const notSent: WriteOutcome = driverMayRetry && !noWrites ? 'unknown' : 'not-sent'
   const f = classifyError(e ?? {}, name, notSent)
   // belt and braces: a result that shows progress means part of the batch was applied
-  const r = (err as { result?: { insertedCount?: number, matchedCount?: number, deletedCount?: number, upsertedCount?: number } }).result
+  const r = (err as { result?: { insertedCount?: number, matchedCount?: number, deletedCount?: number, upsertedCount?: number } } | null | undefined)?.result
   if (f.outcome === 'not-sent' && r !== undefined &&
     (r.insertedCount ?? 0) + (r.matchedCount ?? 0) + (r.deletedCount ?? 0) + (r.upsertedCount ?? 0) > 0) {
     return { ...f, outcome: 'unknown' }

@@ -148,3 +148,45 @@ describe('dispatch (lingerMs > 0)', () => {
     await Promise.all([write, flushed])
   })
 })
+
+describe('dispatch with writes waiting to be retried', () => {
+  it('a batch in its retry backoff does not hold back other documents of its collection', async () => {
+    let calls = 0
+    const db = {
+      collection: (name: string) => ({
+        collectionName: name,
+        bulkWrite: async () => {
+          calls++
+          if (calls === 1) throw Object.defineProperty(new Error('no server'), 'name', { value: 'MongoServerSelectionError' })
+          return { upsertedIds: {} }
+        },
+      }),
+    } as unknown as Db
+    const c = buffer(db, { retry: { baseDelayMs: 5_000, maxDelayMs: 5_000, maxAttempts: 2 } }).collection('c')
+    const first = c.insertOne({ _id: 'x' } as never)
+    while (calls < 1) await turnEnd()
+    await turnEnd()
+    const t0 = performance.now()
+    await c.insertOne({ _id: 'other' } as never) // not the same document: must not wait ~2.5-5 s
+    expect(performance.now() - t0).toBeLessThan(1_000)
+    await expect(first).resolves.toEqual({ insertedId: 'x' })
+  }, 15_000)
+
+  it('a bulkWrite that throws instead of rejecting settles its writes and frees its slot', async () => {
+    let calls = 0
+    const db = {
+      collection: (name: string) => ({
+        collectionName: name,
+        bulkWrite: (): Promise<unknown> => {
+          if (++calls === 1) throw new TypeError('sync throw')
+          return Promise.resolve({ upsertedIds: {} })
+        },
+      }),
+    } as unknown as Db
+    const wb = buffer(db, { retry: { maxAttempts: 1 } })
+    const c = wb.collection('c')
+    await expect(c.insertOne({ a: 1 })).rejects.toMatchObject({ code: 'WRITE_BUFFER_BATCH_FAILED' })
+    await expect(c.insertOne({ a: 2 })).resolves.toBeDefined()
+    expect(wb.stats().inFlight).toBe(0)
+  })
+})

@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest'
+import { ErrorCodes, WriteBufferError } from '../../src/index.js'
+import { hold, pause, settle, track } from './fake-db.js'
+import { harness } from './harness.js'
+
+// Real timers, short deadlines: the buffer sweeps deadlines with its own (unref'd) timer, so
+// these tests only wait for rejections, never assert how soon they come.
+
+describe('deadlines', () => {
+  it('timeoutMs rejects a write that cannot be sent while earlier bulkWrites hold every slot (not-sent)', async () => {
+    const { fake, wb, c } = harness({ maxInFlight: 1 })
+    fake.next(hold)
+    const first = c.insertOne({ _id: 1 }, { timeoutMs: 60 })
+    const call = await fake.waitForCalls(1)
+    const late = await settle(c.insertOne({ _id: 2 }, { timeoutMs: 60 }))
+
+    expect(late.status).toBe('rejected')
+    if (late.status === 'rejected') {
+      expect(late.reason).toBeInstanceOf(WriteBufferError)
+      expect(late.reason).toMatchObject({ code: ErrorCodes.TIMEOUT, outcome: 'not-sent', attempts: 0, statusCode: 503 })
+    }
+    expect(call.pending).toBe(true) // the first is still on the wire
+    call.answer()
+    await expect(first).resolves.toEqual({ insertedId: 1 }) // sent in time: a deadline never cuts a write on the wire
+    await wb.flush()
+    expect(fake.calls.flatMap(x => x.ids)).toEqual([1]) // the timed-out write was never sent
+    expect(fake.docs('c')).toEqual([{ _id: 1 }])
+    expect(wb.stats()).toMatchObject({ pending: 0, flushedOps: 1, failedOps: 1 })
+  })
+
+  it('writeTimeoutMs is the default deadline of every write', async () => {
+    const { fake, wb, c } = harness({ maxInFlight: 1, writeTimeoutMs: 60 })
+    fake.next(hold)
+    const first = c.updateOne({ _id: 1 }, { $set: { a: 1 } }, { upsert: true })
+    const call = await fake.waitForCalls(1)
+    const late = await settle(c.updateOne({ _id: 2 }, { $set: { a: 1 } }, { upsert: true }))
+    expect(late.status === 'rejected' && late.reason).toMatchObject({ code: ErrorCodes.TIMEOUT, outcome: 'not-sent' })
+    call.answer()
+    await expect(first).resolves.toEqual({ upsertedId: 1 })
+    await wb.flush()
+    expect(fake.calls).toHaveLength(1)
+  })
+
+  it('a per-write timeoutMs overrides writeTimeoutMs', async () => {
+    const { fake, c } = harness({ maxInFlight: 1, writeTimeoutMs: 60_000 })
+    fake.next(hold)
+    c.insertOne({ _id: 1 })
+    const call = await fake.waitForCalls(1)
+    const patient = track(c.insertOne({ _id: 2 }))
+    const hasty = await settle(c.insertOne({ _id: 3 }, { timeoutMs: 60 }))
+    expect(hasty.status === 'rejected' && hasty.reason).toMatchObject({ code: ErrorCodes.TIMEOUT })
+    expect(patient.done).toBe(false)
+    call.answer()
+    expect(await patient.promise).toEqual({ status: 'fulfilled', value: { insertedId: 2 } })
+  })
+
+  it('a write on the wire is not timed out: its caller gets the real answer', async () => {
+    const { fake, c } = harness()
+    fake.next(hold)
+    const w = track(c.insertOne({ _id: 1 }, { timeoutMs: 30 }))
+    const call = await fake.waitForCalls(1)
+    await pause(120) // well past the deadline and the sweep
+    expect(w.done).toBe(false)
+    call.answer()
+    expect(await w.promise).toEqual({ status: 'fulfilled', value: { insertedId: 1 } })
+  })
+
+  it('a write that times out while waiting for room (onFull: wait) is rejected not-sent', async () => {
+    const { fake, wb, c } = harness({ maxPending: 1 })
+    fake.next(hold)
+    c.insertOne({ _id: 1 })
+    const call = await fake.waitForCalls(1)
+    const waiting = settle(c.insertOne({ _id: 2 }, { timeoutMs: 60 }))
+    expect(wb.stats().waiting).toBe(1)
+    const s = await waiting
+    expect(s.status === 'rejected' && s.reason).toMatchObject({ code: ErrorCodes.TIMEOUT, outcome: 'not-sent' })
+    expect(wb.stats().waiting).toBe(0)
+    call.answer()
+    await wb.flush()
+    expect(fake.calls.flatMap(x => x.ids)).toEqual([1])
+  })
+})

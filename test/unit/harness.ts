@@ -1,0 +1,82 @@
+import { afterEach, vi } from 'vitest'
+import type { Document } from 'mongodb'
+import {
+  WriteBuffer, type BufferedCollection, type DeleteOptions, type DeleteResult, type InsertResult, type ReplaceOptions,
+  type UpdateOptions, type UpdateResult, type WriteBufferOptions, type WriteOptions,
+} from '../../src/index.js'
+import { apply, FakeDb, track, type Settled, type Topology } from './fake-db.js'
+
+/**
+ * The buffer's handle with plain `Document` arguments: the driver's types pin the default
+ * schema's `_id` to ObjectId in `insertOne`, and these tests use numbers and strings.
+ */
+export interface Coll {
+  readonly collectionName: string
+  insertOne: (doc: Document, options?: WriteOptions) => Promise<InsertResult>
+  updateOne: (filter: Document, update: Document | Document[], options?: UpdateOptions) => Promise<UpdateResult>
+  updateMany: (filter: Document, update: Document | Document[], options?: UpdateOptions) => Promise<UpdateResult>
+  replaceOne: (filter: Document, replacement: Document, options?: ReplaceOptions) => Promise<UpdateResult>
+  deleteOne: (filter: Document, options?: DeleteOptions) => Promise<DeleteResult>
+  deleteMany: (filter: Document, options?: DeleteOptions) => Promise<DeleteResult>
+}
+
+export function loose (handle: BufferedCollection): Coll {
+  return handle as unknown as Coll
+}
+
+export interface Harness {
+  fake: FakeDb
+  wb: WriteBuffer
+  /** the buffer's handle on collection 'c' */
+  c: Coll
+}
+
+// a broken buffer shows up as a write that never settles: fail in seconds, not the config's minute
+vi.setConfig({ testTimeout: 5_000, hookTimeout: 5_000 })
+
+const open: Harness[] = []
+
+/** A WriteBuffer on a fresh fake db; closed after the test whatever happened. */
+export function harness (options?: WriteBufferOptions, topology?: Topology): Harness {
+  const fake = new FakeDb(topology)
+  const wb = new WriteBuffer(fake.db, options)
+  const h = { fake, wb, c: loose(wb.collection('c')) }
+  open.push(h)
+  return h
+}
+
+afterEach(async () => {
+  vi.useRealTimers()
+  for (const { fake, wb } of open.splice(0)) {
+    // a failed test may leave calls held: answer them so close() can drain
+    fake.fallback = apply
+    for (const call of fake.held) call.answer(apply)
+    await wb.close()
+  }
+})
+
+/** Two bulkWrites were on the wire at the same time (an unanswered one lasts forever). */
+export function overlapping (a: { startedAt: number, answeredAt: number }, b: { startedAt: number, answeredAt: number }): boolean {
+  const aEnd = a.answeredAt === -1 ? Infinity : a.answeredAt
+  const bEnd = b.answeredAt === -1 ? Infinity : b.answeredAt
+  return a.startedAt < bEnd && b.startedAt < aEnd
+}
+
+/**
+ * The buffer's timers (setTimeout, Date) on a fake clock, for tests whose writes wait out a
+ * backoff (or a fence after an unknown outcome) that real time would make slow. setImmediate
+ * and microtasks stay real, so sending works unchanged. Restored after each test.
+ */
+export function useFakeClock (): void {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
+}
+
+/** Moves the fake clock on, 50 ms per event-loop turn, until `p` settles (up to 10 fake minutes). */
+export async function fastForward<T> (p: Promise<T>): Promise<Settled<T>> {
+  const t = track(p)
+  for (let i = 0; i < 12_000 && !t.done; i++) {
+    await vi.advanceTimersByTimeAsync(50)
+    await new Promise<void>(resolve => setImmediate(resolve))
+  }
+  return t.promise
+}

@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest'
+import type { Document } from 'mongodb'
+import { ErrorCodes, InvalidWriteError } from '../../src/index.js'
+import { settle } from './fake-db.js'
+import { harness, type Coll } from './harness.js'
+
+/** The handle without argument types: these tests pass what the types forbid. */
+type Loose = Record<Exclude<keyof Coll, 'collectionName'>, (...args: unknown[]) => Promise<unknown>>
+
+const circular: Document = { a: 1 }
+circular.self = circular
+
+// [description, call, what the message must name]
+const bad: Array<[string, (c: Loose) => Promise<unknown>, RegExp]> = [
+  ['insertOne(null)', c => c.insertOne(null), /document must be a plain object, got null/],
+  ['insertOne(array)', c => c.insertOne([1, 2]), /document must be a plain object, got an array of length 2/],
+  ['insertOne(string)', c => c.insertOne('doc'), /document must be a plain object, got "doc"/],
+  ['insertOne with a $-key', c => c.insertOne({ $set: { a: 1 } }), /must not contain \$-prefixed top-level keys, got "\$set"/],
+  ['insertOne of a circular document', c => c.insertOne(circular), /cannot be serialized to BSON \(.*cyclic.*\): Object \{a, self/],
+  ['updateOne with a string filter', c => c.updateOne('x', { $set: { a: 1 } }), /filter must be a plain object, got "x"/],
+  ['updateOne without operators', c => c.updateOne({ _id: 1 }, { a: 1 }), /only update operators.*got Object \{a\}/],
+  ['updateOne with $set: 5', c => c.updateOne({ _id: 1 }, { $set: 5 }), /update operator \$set needs an object, got 5/],
+  ['updateOne with an empty pipeline', c => c.updateOne({ _id: 1 }, []), /update pipeline must not be empty/],
+  ['updateOne with a bad pipeline stage', c => c.updateOne({ _id: 1 }, [{ a: 1 }]), /pipeline stage must be an object of \$-operators, got Object \{a\}/],
+  ['updateOne with upsert: "yes"', c => c.updateOne({ _id: 1 }, { $set: { a: 1 } }, { upsert: 'yes' }), /upsert must be a boolean, got "yes"/],
+  ['a negative timeoutMs', c => c.insertOne({ a: 1 }, { timeoutMs: -5 }), /timeoutMs must be a positive number, got -5/],
+  ['a NaN timeoutMs', c => c.deleteOne({ _id: 1 }, { timeoutMs: NaN }), /timeoutMs must be a positive number, got NaN/],
+  ['a signal that is not an AbortSignal', c => c.insertOne({ a: 1 }, { signal: {} }), /signal must be an AbortSignal, got Object \{\}/],
+  ['options that are not an object', c => c.insertOne({ a: 1 }, 'fast'), /options must be an object, got "fast"/],
+  ['replaceOne with a $-key', c => c.replaceOne({ _id: 1 }, { $set: { a: 1 } }), /replacement must not contain \$-prefixed top-level keys/],
+  ['replaceOne(filter, null)', c => c.replaceOne({ _id: 1 }, null), /replacement must be a plain object, got null/],
+  ['deleteOne(undefined)', c => c.deleteOne(undefined), /filter must be a plain object, got undefined/],
+  ['deleteMany with a Date filter', c => c.deleteMany(new Date(0)), /filter must be a plain object, got Date \{\}/],
+  ['an oversized document', c => c.insertOne({ big: 'x'.repeat(16 * 1024 * 1024) }), /over the 16 MiB BSON document limit/],
+]
+
+describe('invalid writes', () => {
+  it.each(bad)('%s is rejected with InvalidWriteError naming the bad value', async (_name, call, message) => {
+    const { fake, wb, c } = harness()
+    const s = await settle(call(c as unknown as Loose))
+    expect(s.status).toBe('rejected')
+    if (s.status !== 'rejected') return
+    expect(s.reason).toBeInstanceOf(InvalidWriteError)
+    expect(s.reason).toBeInstanceOf(TypeError)
+    expect(s.reason).toMatchObject({ name: 'InvalidWriteError', code: ErrorCodes.INVALID_WRITE, outcome: 'not-sent', attempts: 0 })
+    expect(s.reason.message).toMatch(message)
+    await wb.flush()
+    expect(fake.calls).toHaveLength(0)
+    expect(wb.stats()).toMatchObject({ pending: 0, failedOps: 0 })
+  })
+
+  it('the valid writes queued in the same tick all succeed; the bad ones never join the batch', async () => {
+    const { fake, wb, c } = harness()
+    const l = c as unknown as Loose
+    const writes = [
+      settle(c.insertOne({ _id: 1 })),
+      settle(l.insertOne(null)),
+      settle(c.insertOne({ _id: 2 })),
+      settle(l.insertOne({ $bad: 1 })),
+      settle(c.insertOne({ _id: 3 })),
+      settle(l.updateOne({ _id: 1 }, { plain: 1 })),
+      settle(c.updateOne({ _id: 4 }, { $set: { a: 1 } }, { upsert: true })),
+    ]
+    const results = await Promise.all(writes)
+    expect(results.map(r => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'rejected', 'fulfilled', 'rejected', 'fulfilled'])
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(InvalidWriteError)
+    expect(fake.calls.map(call => call.ids)).toEqual([[1, 2, 3], [4]])
+    expect(wb.stats()).toMatchObject({ flushedOps: 4, pending: 0 })
+  })
+
+  it('an invalid collection name throws InvalidWriteError at once', () => {
+    const { wb } = harness()
+    expect(() => wb.collection('a$b')).toThrow(InvalidWriteError)
+    expect(() => wb.collection('')).toThrow(/invalid collection name: ""/)
+    expect(() => wb.collection('system.users')).toThrow(/invalid collection name: "system.users"/)
+  })
+
+  it('the caller\'s document gets the generated _id before the write is queued', async () => {
+    const { c } = harness()
+    const doc: Document = { a: 1 }
+    const p = c.insertOne(doc)
+    expect(doc._id).toBeDefined()
+    await expect(p).resolves.toEqual({ insertedId: doc._id })
+  })
+})
