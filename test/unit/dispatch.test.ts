@@ -151,20 +151,20 @@ describe('dispatch (lingerMs > 0)', () => {
 
 describe('dispatch with writes waiting to be retried', () => {
   it('a batch in its retry backoff does not hold back other documents of its collection', async () => {
-    let calls = 0
+    const calls = { n: 0 }
     const db = {
       collection: (name: string) => ({
         collectionName: name,
         bulkWrite: async () => {
-          calls++
-          if (calls === 1) throw Object.defineProperty(new Error('no server'), 'name', { value: 'MongoServerSelectionError' })
+          calls.n++
+          if (calls.n === 1) throw Object.defineProperty(new Error('no server'), 'name', { value: 'MongoServerSelectionError' })
           return { upsertedIds: {} }
         },
       }),
     } as unknown as Db
     const c = buffer(db, { retry: { baseDelayMs: 5_000, maxDelayMs: 5_000, maxAttempts: 2 } }).collection('c')
     const first = c.insertOne({ _id: 'x' } as never)
-    while (calls < 1) await turnEnd()
+    while (calls.n < 1) await turnEnd()
     await turnEnd()
     const t0 = performance.now()
     await c.insertOne({ _id: 'other' } as never) // not the same document: must not wait ~2.5-5 s
