@@ -1,37 +1,44 @@
 import type { Document } from 'mongodb'
-import type { Filter, Matcher } from './filter-facts.js'
-import { fieldsOf } from './filter-facts.js'
 import { targetOfId } from '../write/target.js'
+import { equalsScalar, isExactScalar } from './bson-values.js'
+import { equalities, fieldsOf, idTargetOf, type Filter } from './filter-facts.js'
 
-/** One cached findOne answer, stored as BSON (decoded per hit: callers may mutate what they get). */
+/** One cached findOne answer: the server's BSON bytes, decoded per hit (callers may mutate what they get). */
 export interface Entry {
   key: string
   /** collection name */
   name: string
   filter: Filter
-  test: Matcher
   /** top-level fields the filter mentions */
   fields: Set<string>
   projected: boolean
   /** the document's BSON, or null for a cached "not found" */
   bytes: Uint8Array | null
-  /** `name\0target-of-_id` when the cached document has an _id */
-  idKey: string | undefined
+  /** target of the document's _id, when it has one */
+  idTarget: string | undefined
+  /** keys of the per-field index this entry is listed under */
+  indexKeys: string[]
   expires: number
 }
 
 export interface StoreLimits { maxEntries: number, maxBytes: number }
 
+/** A field value this index cannot key (a type equality is not decided for): listed for every lookup of its field. */
+const UNKNOWN = '?'
+const EMPTY: readonly Entry[] = []
+
 /**
  * The cached entries: LRU by entries and bytes (a Map's insertion order is the LRU order),
- * indexed by collection, by document `_id` and, for cached nulls, by collection.
+ * both limits held at all times (patches included). Indexed by collection, by document
+ * `_id`, by top-level field value (so a write by `{ email }` finds the entries it may touch
+ * without decoding the others), and cached "not found" answers by collection. Lookups return
+ * copies: callers may remove while iterating.
  */
 export class EntryStore {
   readonly #entries = new Map<string, Entry>()
-  readonly #byCollection = new Map<string, Set<Entry>>()
-  readonly #byId = new Map<string, Set<Entry>>()
-  readonly #negatives = new Map<string, Set<Entry>>()
+  readonly #index = new Map<string, Set<Entry>>()
   #bytes = 0
+  evictions = 0
 
   constructor (readonly limits: StoreLimits) {}
 
@@ -51,65 +58,126 @@ export class EntryStore {
     return entry
   }
 
-  put (key: string, name: string, filter: Filter, test: Matcher, projected: boolean, bytes: Uint8Array | null,
-    doc: Document | null, ttlMs: number): void {
-    const idKey = doc !== null && doc._id !== undefined ? name + '\0' + targetOfId(doc._id) : undefined
-    const entry: Entry = { key, name, filter, test, fields: fieldsOf(filter), projected, bytes, idKey, expires: Date.now() + ttlMs }
+  put (key: string, name: string, filter: Filter, projected: boolean, bytes: Uint8Array | null, doc: Document | null, ttlMs: number): void {
+    const entry: Entry = {
+      key, name, filter, fields: fieldsOf(filter), projected, bytes, idTarget: undefined, indexKeys: [], expires: Date.now() + ttlMs,
+    }
     const old = this.#entries.get(key)
     if (old !== undefined) this.remove(old)
     this.#entries.set(key, entry)
     this.#bytes += bytes?.byteLength ?? 0
-    addTo(this.#byCollection, name, entry)
-    if (bytes === null) addTo(this.#negatives, name, entry)
-    if (idKey !== undefined) addTo(this.#byId, idKey, entry)
+    this.#indexEntry(entry, doc)
     this.#evict()
   }
 
-  /** Replaces an entry's document (a patch). */
-  replaceBytes (entry: Entry, bytes: Uint8Array): void {
+  /** Replaces an entry's document (a patch); the limits still hold after it. */
+  replace (entry: Entry, bytes: Uint8Array, doc: Document): void {
+    if (this.#entries.get(entry.key) !== entry) return
+    this.#unindex(entry)
     this.#bytes += bytes.byteLength - (entry.bytes?.byteLength ?? 0)
     entry.bytes = bytes
-  }
-
-  #evict (): void {
-    while (this.#entries.size > this.limits.maxEntries || this.#bytes > this.limits.maxBytes) {
-      const oldest = this.#entries.values().next().value
-      if (oldest === undefined) break
-      this.remove(oldest)
-    }
+    this.#indexEntry(entry, doc)
+    this.#evict()
   }
 
   remove (entry: Entry): void {
     if (this.#entries.get(entry.key) !== entry) return
     this.#entries.delete(entry.key)
     this.#bytes -= entry.bytes?.byteLength ?? 0
-    this.#byCollection.get(entry.name)?.delete(entry)
-    if (entry.bytes === null) this.#negatives.get(entry.name)?.delete(entry)
-    if (entry.idKey !== undefined) {
-      const ids = this.#byId.get(entry.idKey)
-      ids?.delete(entry)
-      if (ids?.size === 0) this.#byId.delete(entry.idKey)
-    }
+    this.#unindex(entry)
   }
 
-  /** Every entry of a collection (a live set: copy it before removing while iterating). */
-  inCollection (name: string): Set<Entry> | undefined { return this.#byCollection.get(name) }
-  /** Entries holding the document with this `_id` target. */
-  withId (name: string, target: string): Set<Entry> | undefined { return this.#byId.get(name + '\0' + target) }
+  has (name: string): boolean { return this.#index.has(`c\0${name}`) }
+  /** Every entry of a collection. */
+  inCollection (name: string): readonly Entry[] { return this.#list(`c\0${name}`) }
+  /** Entries holding the document whose `_id` has this target. */
+  withId (name: string, idTarget: string): readonly Entry[] { return this.#list(`i\0${name}\0${idTarget}`) }
   /** Cached "not found" answers of a collection. */
-  negatives (name: string): Set<Entry> | undefined { return this.#negatives.get(name) }
+  negatives (name: string): readonly Entry[] { return this.#list(`n\0${name}`) }
+  /** Entries of projected reads (they may lack the fields a write's filter tests). */
+  projected (name: string): readonly Entry[] { return this.#list(`p\0${name}`) }
+  /** Entries whose filter (not a lone `_id`) tests `field` for equality with `value` (the keys of a value: see valueKeys). */
+  byFilterValue (name: string, field: string, value: unknown): readonly Entry[] {
+    const out: Entry[] = []
+    for (const key of valueKeys(value)) if (key !== UNKNOWN) out.push(...this.#list(`q\0${name}\0${field}\0${key}`))
+    return out
+  }
+
+  /** Entries whose filter (not a lone `_id`) tests `field`; `field` undefined: every such entry. */
+  byFilterField (name: string, field?: string): readonly Entry[] {
+    return this.#list(field === undefined ? `qa\0${name}` : `qf\0${name}\0${field}`)
+  }
+
+  /** Entries whose document may hold `value` in top-level `field` (equal, in an array, or of a type not decided). */
+  withField (name: string, [field, value]: [string, unknown]): readonly Entry[] {
+    return [...this.#list(`f\0${name}\0${field}\0${targetOfId(value)}`), ...this.#list(`f\0${name}\0${field}\0${UNKNOWN}`)]
+  }
 
   clear (): void {
     this.#entries.clear()
-    this.#byCollection.clear()
-    this.#byId.clear()
-    this.#negatives.clear()
+    this.#index.clear()
     this.#bytes = 0
+  }
+
+  #list (key: string): readonly Entry[] {
+    const set = this.#index.get(key)
+    return set === undefined ? EMPTY : [...set]
+  }
+
+  #evict (): void {
+    while (this.#entries.size > this.limits.maxEntries || this.#bytes > this.limits.maxBytes) {
+      const oldest = this.#entries.values().next().value
+      if (oldest === undefined) break
+      this.evictions++
+      this.remove(oldest)
+    }
+  }
+
+  #indexEntry (entry: Entry, doc: Document | null): void {
+    const keys = entry.indexKeys = [`c\0${entry.name}`]
+    const eq = equalities(entry.filter)
+    if (eq !== undefined && idTargetOf(entry.filter) === undefined) {
+      // a filter that other documents may come to match: findable by what a write changes
+      keys.push(`qa\0${entry.name}`)
+      for (const [field, value] of eq) keys.push(`qf\0${entry.name}\0${field}`, `q\0${entry.name}\0${field}\0${targetOfId(value)}`)
+    }
+    if (doc === null) {
+      keys.push(`n\0${entry.name}`)
+    } else {
+      if (entry.projected) keys.push(`p\0${entry.name}`)
+      if (doc._id !== undefined) {
+        entry.idTarget = targetOfId(doc._id)
+        keys.push(`i\0${entry.name}\0${entry.idTarget}`)
+      }
+      for (const field in doc) {
+        for (const valueKey of valueKeys(doc[field])) keys.push(`f\0${entry.name}\0${field}\0${valueKey}`)
+      }
+    }
+    for (const key of keys) {
+      let set = this.#index.get(key)
+      if (set === undefined) this.#index.set(key, set = new Set())
+      set.add(entry)
+    }
+  }
+
+  #unindex (entry: Entry): void {
+    for (const key of entry.indexKeys) {
+      const set = this.#index.get(key)
+      set?.delete(entry)
+      if (set?.size === 0) this.#index.delete(key)
+    }
+    entry.indexKeys = []
   }
 }
 
-function addTo<K> (index: Map<K, Set<Entry>>, key: K, entry: Entry): void {
-  let set = index.get(key)
-  if (set === undefined) index.set(key, set = new Set())
-  set.add(entry)
+/** Index keys of a field value: its own, each array element's, or UNKNOWN where equality is not decided. */
+function valueKeys (value: unknown): string[] {
+  const values = Array.isArray(value) ? value : [value]
+  const keys: string[] = []
+  for (const v of values) {
+    if (isExactScalar(v)) keys.push(targetOfId(v))
+    else if (Array.isArray(v) || equalsScalar(v, '') === undefined) keys.push(UNKNOWN)
+    // else: null, an embedded document…: equal to no scalar, nothing to list
+  }
+  return keys
 }

@@ -4,19 +4,25 @@ import { InvalidWriteError, describe } from '../errors.js'
 import { targetOf } from '../write/target.js'
 import { INSERT, type WriteOp } from '../write/write-op.js'
 import { EntryStore } from './entry-store.js'
-import { compile, disjoint, fieldsOf, matches, type Filter, type Matcher } from './filter-facts.js'
-import { affects, WriteEffects } from './write-effects.js'
+import { equalities, type Filter } from './filter-facts.js'
+import { PendingWrites } from './pending-writes.js'
+import { WriteEffects } from './write-effects.js'
 
 /**
- * Read cache for hot `findOne`s (login lookups): TTL + LRU (entries and bytes),
- * negative results cached with their own TTL, single-flight per key.
+ * Read cache for hot `findOne`s (login lookups): TTL + LRU (entries and bytes), negative
+ * answers with their own TTL, single-flight per key.
  *
- * Read-your-writes, per process: every write through the buffer is applied, when it is
- * queued, to the cached entries it may change (WriteEffects); a miss waits for pending
- * writes that may touch its filter to land before it reads, and a read that raced a write
- * is returned to its callers but not cached. If a non-insert write then fails, the
- * collection's entries are dropped (its patch may show a write that did not happen).
- * Other processes' writes are seen after at most ttlMs.
+ * Exact or not at all: only filters the cache decides exactly (top-level equalities on exact
+ * scalars: filter-facts.ts) are cached; any other read goes to the server. Cached answers are
+ * the server's own BSON bytes, decoded per hit with the collection's BSON options, so a hit
+ * has the types an uncached read would have.
+ *
+ * Read-your-writes, per process: a write through the buffer is applied to the cached answers
+ * it may change when it is queued (write-effects.ts); a miss reads, then checks the writes
+ * queued before it that may affect its answer (pending-writes.ts, indexed by target) and, if
+ * there are any, waits for them and reads again; an answer that raced a write is returned but
+ * not cached. If a non-insert write then fails, the collection's entries are dropped (a patch
+ * may show a write that did not happen). Other processes' writes are seen after at most ttlMs.
  */
 
 export interface ReadCacheStats {
@@ -25,6 +31,7 @@ export interface ReadCacheStats {
   dedupes: number
   invalidations: number
   patches: number
+  evictions: number
   entries: number
   bytes: number
 }
@@ -36,22 +43,27 @@ interface Flight {
   key: string
   name: string
   projected: boolean
-  /** writes pending when the read started or noted while it runs: they may race it */
-  writes: WriteOp[]
+  /** write sequence number when the read was sent */
+  startSeq: number
+  /** writes noted while it runs: they may race it */
+  noted: WriteOp[]
+  /** writes queued before it was sent that settled while it ran: it may or may not show them */
+  late: WriteOp[]
   promise: Promise<Uint8Array | null>
 }
+
+/** Decoding for decisions: numbers keep their BSON types. */
+const EXACT = { promoteValues: false, promoteLongs: false } as const
+const MAX_REREADS = 3
 
 export class ReadCache {
   readonly #options: ResolvedCacheOptions
   readonly #store: EntryStore
   readonly #effects: WriteEffects
+  readonly #pending = new PendingWrites()
   #sendNow: () => void = () => {}
-  /** writes queued (or waiting for room) and not yet settled, by collection */
-  readonly #pending = new Map<string, Set<WriteOp>>()
   readonly #flights = new Map<string, Flight>()
   readonly #flightsByName = new Map<string, Set<Flight>>()
-  /** callbacks waiting for a pending write to settle (a miss that must not read before it) */
-  readonly #writeWaiters = new Map<WriteOp, Array<() => void>>()
   #stats = { hits: 0, misses: 0, dedupes: 0 }
 
   constructor (options: ResolvedCacheOptions) {
@@ -60,7 +72,7 @@ export class ReadCache {
     this.#effects = new WriteEffects(this.#store)
   }
 
-  /** The buffer hands in a way to send what is queued now (a miss waiting for writes). */
+  /** The buffer hands in a way to send what is queued now (a read waiting for writes). */
   bindKick (sendNow: () => void): void { this.#sendNow = sendNow }
 
   stats (): ReadCacheStats {
@@ -68,6 +80,7 @@ export class ReadCache {
       ...this.#stats,
       invalidations: this.#effects.invalidations,
       patches: this.#effects.patches,
+      evictions: this.#store.evictions,
       entries: this.#store.size,
       bytes: this.#store.bytes,
     }
@@ -82,89 +95,70 @@ export class ReadCache {
       throw new InvalidWriteError(`filter must be a plain object, got ${describe(filter)}`)
     }
     const f = filter as Filter
-    // only filter + projection make the key: anything else (sort, skip, collation, hint…)
-    // could pick another document, so such reads go straight to the driver
-    if (options !== undefined) {
-      for (const k in options) {
-        if (k !== 'projection' && (options as Record<string, unknown>)[k] !== undefined) return collection.findOne(f, options)
-      }
-    }
-    let test: Matcher
-    try {
-      test = compile(f) // compiled once: the entry keeps it to match later writes
-    } catch {
-      return collection.findOne(f, options) // an operator the matcher cannot follow: never cached
+    if (!cacheable(f, options)) {
+      // read-your-writes still holds: the writes this read may depend on land first
+      await this.#pending.settled(this.#pending.all(name), this.#sendNow)
+      return collection.findOne(f, options)
     }
     const projection = options?.projection
     // length-prefixed parts: no filter value can forge another filter's (or projection's) key
     const target = targetOf(f)
     const proj = projection === undefined ? '' : targetOf(projection)
     const key = `${name.length}:${name}${target.length}:${target}${proj}`
+    const decode = (bytes: Uint8Array | null): Document | null => bytes === null ? null : BSON.deserialize(bytes, collection.bsonOptions)
     const entry = this.#store.get(key, Date.now())
     if (entry !== undefined) {
       this.#stats.hits++
-      return entry.bytes === null ? null : BSON.deserialize(entry.bytes)
+      return decode(entry.bytes)
     }
     const flight = this.#flights.get(key)
     if (flight !== undefined) {
       // Join the read in progress; take its answer only if it would be cached, i.e. no write
-      // pending when it started or noted since (before or after we joined) could change it.
+      // noted since it was sent (before or after we joined) could change it.
       const bytes = await flight.promise
-      const doc = bytes === null ? null : BSON.deserialize(bytes)
-      if (!this.#raced(flight.writes, doc, f, flight.projected)) {
+      if (!this.#pending.raced(flight.noted, exactDoc(bytes), f, flight.projected)) {
         this.#stats.dedupes++
-        return doc
+        return decode(bytes)
       }
       return this.findOne(collection, name, f, options)
     }
     this.#stats.misses++
-    const own: Flight = {
-      key, name, projected: projection !== undefined, writes: [...(this.#pending.get(name) ?? [])], promise: null as unknown as Promise<Uint8Array | null>,
-    }
+    const own: Flight = { key, name, projected: projection !== undefined, startSeq: 0, noted: [], late: [], promise: null as unknown as Promise<Uint8Array | null> }
     // registered before the load starts: its `finally` must find it to remove it
     this.#flights.set(key, own)
     let byName = this.#flightsByName.get(name)
     if (byName === undefined) this.#flightsByName.set(name, byName = new Set())
     byName.add(own)
-    own.promise = this.#load(collection, name, f, test, options, own)
-    const bytes = await own.promise
-    return bytes === null ? null : BSON.deserialize(bytes)
+    own.promise = this.#load(collection, f, options, own)
+    return decode(await own.promise)
   }
 
-  #raced (writes: WriteOp[], doc: Document | null, filter: Filter, projected: boolean): boolean {
-    if (writes.length === 0) return false
-    const fields = fieldsOf(filter)
-    for (const op of writes) {
-      // a projected document may lack the fields a write's filter tests: any write that may
-      // select it counts
-      if (projected && op.kind !== INSERT && !disjoint(op.body.filter, filter)) return true
-      if (affects(op, doc, filter, fields)) return true
-    }
-    return false
-  }
-
-  /** Resolves once every given pending write has settled; sends the queue at once. */
-  #settled (ops: WriteOp[]): Promise<unknown> {
-    this.#sendNow()
-    return Promise.all(ops.map(op => new Promise<void>(resolve => {
-      let list = this.#writeWaiters.get(op)
-      if (list === undefined) this.#writeWaiters.set(op, list = [])
-      list.push(resolve)
-    })))
-  }
-
-  async #load (collection: Collection, name: string, filter: Filter, test: Matcher, options: FindOptions | undefined,
-    flight: Flight): Promise<Uint8Array | null> {
+  async #load (collection: Collection, filter: Filter, options: FindOptions | undefined, flight: Flight): Promise<Uint8Array | null> {
+    const { name } = flight
     try {
-      // read-your-writes on a miss: the pending writes that may touch this filter land first
-      const before = this.#pendingAffecting(name, filter)
-      if (before.length > 0) await this.#settled(before)
-      const doc = await collection.findOne(filter, options)
-      const bytes = doc === null ? null : BSON.serialize(doc)
-      // cache only if no write pending at the start or noted since could have changed the answer
-      if (!this.#raced(flight.writes, doc, filter, flight.projected)) {
+      let bytes: Uint8Array | null = null
+      for (let read = 0; ; read++) {
+        flight.startSeq = this.#pending.seq
+        flight.noted = []
+        flight.late = []
+        // a read by _id waits for the writes queued to that document first (cheap and exact)
+        const before = this.#pending.toTarget(name, filter)
+        if (before.length > 0) await this.#pending.settled(before, this.#sendNow)
+        bytes = await collection.findOne<Uint8Array>(filter, { ...options, raw: true })
+        // writes queued before this read that may change its answer: wait for them, read again
+        const doc = exactDoc(bytes)
+        const missed = this.#pending.missedBy(name, filter, doc, flight.startSeq, flight.projected)
+        if (missed.length === 0 && !this.#pending.raced(flight.late, doc, filter, flight.projected)) break
+        await this.#pending.settled(missed, this.#sendNow)
+        if (read + 1 >= MAX_REREADS) {
+          // still racing writes: answer from a read made after they all settled, uncached
+          return await collection.findOne<Uint8Array>(filter, { ...options, raw: true })
+        }
+      }
+      // cache only if no write noted since the read was sent could have changed the answer
+      if (!this.#pending.raced(flight.noted, exactDoc(bytes), filter, flight.projected)) {
         const ttlMs = bytes === null ? this.#options.negativeTtlMs : this.#options.ttlMs
-        if (ttlMs > 0) this.#store.put(flight.key, name, filter, test, options?.projection !== undefined, bytes, doc, ttlMs)
+        if (ttlMs > 0) this.#store.put(flight.key, name, filter, flight.projected, bytes, exactDoc(bytes), ttlMs)
       }
       return bytes
     } finally {
@@ -173,34 +167,34 @@ export class ReadCache {
     }
   }
 
-  #pendingAffecting (name: string, filter: Filter): WriteOp[] {
-    const out: WriteOp[] = []
-    const pending = this.#pending.get(name)
-    if (pending === undefined || pending.size === 0) return out
-    for (const op of pending) {
-      if (op.kind === INSERT ? matches(filter, op.body.document) : !disjoint(op.body.filter, filter)) out.push(op)
-    }
-    return out
-  }
-
   /** A write was queued: keep every cached answer it may change in step with it. Never throws. */
   noteWrite (name: string, op: WriteOp): void {
-    let pending = this.#pending.get(name)
-    if (pending === undefined) this.#pending.set(name, pending = new Set())
-    pending.add(op)
+    this.#pending.add(name, op)
     const flights = this.#flightsByName.get(name)
-    if (flights !== undefined) for (const flight of flights) flight.writes.push(op)
+    if (flights !== undefined) for (const flight of flights) flight.noted.push(op)
     this.#effects.apply(name, op)
   }
 
   /** A write settled. A failed one (other than an insert) may have been patched into entries: drop them. */
   settleWrite (name: string, op: WriteOp, ok: boolean): void {
-    this.#pending.get(name)?.delete(op)
-    const waiters = this.#writeWaiters.get(op)
-    if (waiters !== undefined) {
-      this.#writeWaiters.delete(op)
-      for (const resolve of waiters) resolve()
+    const flights = this.#flightsByName.get(name)
+    if (flights !== undefined && flights.size > 0) {
+      const seq = this.#pending.seqOf(name, op) ?? Infinity
+      for (const flight of flights) if (seq < flight.startSeq) flight.late.push(op)
     }
+    this.#pending.settle(name, op)
     if (!ok && op.kind !== INSERT) this.#effects.invalidateAll(name)
   }
+}
+
+/** Only filter + projection make a cached read: anything else (sort, skip, collation, BSON options…) goes to the server. */
+function cacheable (filter: Filter, options: FindOptions | undefined): boolean {
+  if (options !== undefined) {
+    for (const k in options) if (k !== 'projection' && (options as Record<string, unknown>)[k] !== undefined) return false
+  }
+  return equalities(filter) !== undefined
+}
+
+function exactDoc (bytes: Uint8Array | null): Document | null {
+  return bytes === null ? null : BSON.deserialize(bytes, EXACT)
 }

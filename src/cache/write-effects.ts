@@ -1,16 +1,24 @@
-import { BSON } from 'mongodb'
+import { BSON, Double, Int32, Long } from 'mongodb'
 import type { Document } from 'mongodb'
 import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteBody, type WriteOp } from '../write/write-op.js'
+import { increment } from './bson-values.js'
 import type { Entry, EntryStore } from './entry-store.js'
-import { compile, disjoint, intersects, matches, updatedRoots, type Filter } from './filter-facts.js'
+import { disjoint, equalities, idTargetOf, intersects, matches, updatedRoots } from './filter-facts.js'
+
+/** Decoding for patches: every number keeps its BSON type (int32, int64, double). */
+const EXACT = { promoteValues: false, promoteLongs: false } as const
 
 /**
- * What a write does to cached answers, applied when the write is queued (read-your-writes):
- * - a cached document the write's filter matches is patched in place when the update is
- *   plain $set / $unset / $inc (or a replacement), else dropped;
- * - a cached `null` that an insert, an upsert or a change to a filtered field could turn
- *   into a document is dropped;
- * - a projected entry the write may select is dropped (it may lack the fields to decide).
+ * What a queued write does to cached answers (read-your-writes). A write patches a cached
+ * document only when it targets exactly that document (`{ _id: value }`) and its update can
+ * be applied exactly as the server would ($set, $unset, $inc, $setOnInsert on plain paths, or
+ * a replacement); otherwise every entry it may affect is dropped:
+ * - a write by `_id`: the entries holding that document;
+ * - a write by decidable equalities: the entries whose document may match (a per-field index
+ *   finds them without decoding the others);
+ * - any other filter: every entry of the collection;
+ * - cached "not found" answers: an insert that may match, an upsert or replacement, or an
+ *   update of a field the cached filter tests.
  */
 export class WriteEffects {
   invalidations = 0
@@ -18,22 +26,19 @@ export class WriteEffects {
 
   constructor (readonly store: EntryStore) {}
 
-  /** Keeps every cached answer `op` may change in step with it. Never throws. */
+  /** Never throws: an unexpected failure drops the collection's entries instead. */
   apply (name: string, op: WriteOp): void {
-    const all = this.store.inCollection(name)
-    if (all === undefined || all.size === 0) return
+    if (!this.store.has(name)) return
     try {
-      this.#apply(name, op, all)
+      this.#apply(name, op)
     } catch {
-      // the matcher could not follow the write's filter: drop what it might have touched
       this.invalidateAll(name)
     }
   }
 
   /** Drops every entry of a collection (a failed write may have been patched into them). */
   invalidateAll (name: string): void {
-    const all = this.store.inCollection(name)
-    if (all !== undefined) for (const e of [...all]) this.#invalidate(e)
+    for (const e of this.store.inCollection(name)) this.#invalidate(e)
   }
 
   #invalidate (entry: Entry): void {
@@ -41,77 +46,111 @@ export class WriteEffects {
     this.store.remove(entry)
   }
 
-  #apply (name: string, op: WriteOp, all: Set<Entry>): void {
-    const negatives = this.store.negatives(name)
+  #apply (name: string, op: WriteOp): void {
     if (op.kind === INSERT) {
       const doc = op.body.document as Document
-      if (negatives !== undefined) for (const e of [...negatives]) if (e.test(doc)) this.#invalidate(e)
+      for (const e of this.store.negatives(name)) if (matches(e.filter, doc) !== false) this.#invalidate(e)
+      this.#dropCompetitors(name, doc, undefined)
       return
     }
     const body = op.body
-    // a write by one _id can only touch entries holding that document, plus cached nulls
-    const byId = op.target.charCodeAt(0) !== 123 /* '{': not a lone-_id target */
-    const candidates = byId ? this.store.withId(name, op.target) : all
-    if (candidates !== undefined) {
-      const writeTest = compile(body.filter)
-      for (const e of [...candidates]) {
-        if (e.bytes === null || e.projected) continue
-        const doc = BSON.deserialize(e.bytes)
-        if (writeTest(doc)) this.#patch(e, op, doc, body)
+    const id = idTargetOf(body.filter)
+    if (op.kind !== DELETE_ONE && op.kind !== DELETE_MANY) this.#dropRivalsOf(name, body, op.kind === REPLACE_ONE, id)
+    if (id !== undefined) {
+      for (const e of this.store.withId(name, id)) this.#patch(e, op, body)
+    } else {
+      const eq = equalities(body.filter)
+      const candidates = eq === undefined ? this.store.inCollection(name) : this.store.withField(name, eq[0] as [string, unknown])
+      // not unique: the server changes some matching document, maybe not the cached one
+      for (const e of candidates) {
+        if (e.bytes === null) continue
+        if (e.projected || matches(body.filter, BSON.deserialize(e.bytes, EXACT)) !== false) this.#invalidate(e)
       }
     }
-    for (const e of [...all]) {
-      if (e.projected && e.bytes !== null && !disjoint(body.filter, e.filter)) this.#invalidate(e)
+    this.#applyToNegatives(name, op, body)
+  }
+
+  /**
+   * Another document may come to match a cached filter and be the server's answer instead
+   * (the server picks among several matches by its own order). Drops the entries, other than
+   * the one holding the written document itself, whose filter a write may make another
+   * document match: by the value a `$set` gives a field, by the field for any other change.
+   */
+  #dropRivalsOf (name: string, body: WriteBody, replace: boolean, writtenId: string | undefined): void {
+    const update = body.update
+    if (replace || update === undefined || Array.isArray(update)) {
+      for (const e of this.store.byFilterField(name)) if (e.idTarget !== writtenId || writtenId === undefined) this.#invalidate(e)
+      return
     }
-    if (op.kind === DELETE_ONE || op.kind === DELETE_MANY || negatives === undefined) return
-    const roots = updatedRoots(body.update)
-    for (const e of [...negatives]) {
-      const mayCreate = (body.upsert === true || op.kind === REPLACE_ONE) && !disjoint(body.filter, e.filter)
-      if (mayCreate || roots === null || intersects(roots, e.fields)) this.#invalidate(e)
+    const drop = (entries: readonly Entry[]): void => {
+      for (const e of entries) if (e.idTarget !== writtenId || writtenId === undefined) this.#invalidate(e)
+    }
+    // an upsert may insert a document made of its filter's equalities and its $set fields
+    if (body.upsert === true) this.#dropCompetitors(name, body.filter, writtenId)
+    for (const operator in update) {
+      const fields = update[operator] as Document
+      for (const path in fields) {
+        const root = path.split('.')[0] as string
+        if (operator === '$unset') continue // a missing field equals no scalar: it makes nothing match
+        if ((operator === '$set' || operator === '$setOnInsert') && root === path) drop(this.store.byFilterValue(name, root, fields[path]))
+        else drop(this.store.byFilterField(name, root))
+        if (operator === '$rename' && typeof fields[path] === 'string') drop(this.store.byFilterField(name, (fields[path]).split('.')[0]))
+      }
     }
   }
 
-  #patch (e: Entry, op: WriteOp, doc: Document, body: WriteBody): void {
+  /** A new document `doc` (an insert, an upsert's) may match cached filters: drop those entries. */
+  #dropCompetitors (name: string, doc: Document, writtenId: string | undefined): void {
+    for (const field in doc) {
+      for (const e of this.store.byFilterValue(name, field, doc[field])) {
+        if ((e.idTarget !== writtenId || writtenId === undefined) && matches(e.filter, doc) !== false) this.#invalidate(e)
+      }
+    }
+  }
+
+  #applyToNegatives (name: string, op: WriteOp, body: WriteBody): void {
+    if (op.kind === DELETE_ONE || op.kind === DELETE_MANY) return
+    const roots = updatedRoots(body.update)
+    const mayCreate = body.upsert === true || op.kind === REPLACE_ONE
+    for (const e of this.store.negatives(name)) {
+      if ((mayCreate && !disjoint(body.filter, e.filter)) || roots === null || intersects(roots, e.fields)) this.#invalidate(e)
+    }
+  }
+
+  #patch (e: Entry, op: WriteOp, body: WriteBody): void {
+    if (e.bytes === null) return
+    const doc = BSON.deserialize(e.bytes, EXACT)
     let next: Document | null = null
-    if (op.kind === REPLACE_ONE && body.replacement !== undefined) {
-      next = { ...body.replacement, _id: doc._id as unknown }
-    } else if (op.kind !== DELETE_ONE && op.kind !== DELETE_MANY && applyUpdate(doc, body.update)) {
+    if (!e.projected && op.kind === REPLACE_ONE && body.replacement !== undefined) {
+      // the server keeps the document's _id, first
+      const { _id: ignored, ...rest } = body.replacement
+      next = { _id: doc._id as unknown, ...rest }
+    } else if (!e.projected && op.kind !== DELETE_ONE && op.kind !== DELETE_MANY && applyUpdate(doc, body.update)) {
       next = doc
     }
-    if (next === null || !e.test(next)) {
+    if (next === null || matches(e.filter, next) !== true) {
       this.#invalidate(e)
       return
     }
     this.patches++
-    this.store.replaceBytes(e, BSON.serialize(next))
+    this.store.replace(e, BSON.serialize(next), next)
   }
 }
 
-/** Whether `op` could change what findOne(filter) returns, given what it returned (`doc`). */
-export function affects (op: WriteOp, doc: Document | null, filter: Filter, filterFields: Set<string>): boolean {
-  if (op.kind === INSERT) return doc === null && matches(filter, op.body.document)
-  const body = op.body
-  if (doc !== null) return matches(body.filter, doc)
-  if (op.kind === DELETE_ONE || op.kind === DELETE_MANY) return false
-  if (body.upsert === true || op.kind === REPLACE_ONE) {
-    return !disjoint(body.filter, filter) || intersects(updatedRoots(body.update) ?? new Set(['$']), filterFields)
-  }
-  const roots = updatedRoots(body.update)
-  return roots === null || intersects(roots, filterFields)
-}
-
-/** Applies $set / $unset / $inc to a plain document; false when it cannot predict the result. */
+/** Applies $set / $unset / $inc ($setOnInsert: no effect) as the server would; false when it cannot. */
 function applyUpdate (doc: Document, update: Document | Document[] | undefined): boolean {
   if (update === undefined || Array.isArray(update)) return false
   for (const op in update) {
-    if (op !== '$set' && op !== '$unset' && op !== '$inc' && op !== '$setOnInsert') return false
     if (op === '$setOnInsert') continue // the document exists: no effect
+    if (op !== '$set' && op !== '$unset' && op !== '$inc') return false
     const fields = update[op] as Document
-    for (const path in fields) {
-      if (!applyPath(doc, op, path, fields[path])) return false
-    }
+    for (const path in fields) if (!applyPath(doc, op, path, fields[path])) return false
   }
   return true
+}
+
+function isDocument (v: unknown): v is Document {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date) && (v as { _bsontype?: unknown })._bsontype === undefined
 }
 
 function applyPath (doc: Document, op: string, path: string, value: unknown): boolean {
@@ -119,21 +158,25 @@ function applyPath (doc: Document, op: string, path: string, value: unknown): bo
   let node: Document = doc
   for (let i = 0; i < parts.length - 1; i++) {
     const p = parts[i] as string
-    let next: unknown = node[p]
-    if (next === undefined || next === null) {
+    const next: unknown = node[p]
+    if (next === undefined) {
       if (op === '$unset') return true // nothing to unset
-      next = node[p] = {}
+      node = node[p] = {}
+      continue
     }
-    if (typeof next !== 'object' || Array.isArray(next) || (next as { _bsontype?: unknown })._bsontype !== undefined) return false
-    node = next as Document
+    if (!isDocument(next)) return false // arrays, scalars: the server's rules there are not modelled
+    node = next
   }
   const leaf = parts[parts.length - 1] as string
-  if (op === '$set') node[leaf] = value
-  else if (op === '$unset') delete node[leaf]
-  else {
-    const cur: unknown = node[leaf] ?? 0
-    if (typeof value !== 'number' || typeof cur !== 'number') return false
-    node[leaf] = cur + value
+  if (leaf === '' || leaf.charCodeAt(0) === 36) return false
+  if (op === '$set') {
+    node[leaf] = value
+  } else if (op === '$unset') {
+    delete node[leaf]
+  } else {
+    const sum = increment(node[leaf], value)
+    if (sum === undefined) return false
+    node[leaf] = sum.kind === 'int' ? new Int32(Number(sum.value)) : sum.kind === 'long' ? Long.fromBigInt(BigInt(sum.value)) : new Double(Number(sum.value))
   }
   return true
 }

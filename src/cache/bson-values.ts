@@ -1,0 +1,117 @@
+/**
+ * The server's equality and arithmetic on the BSON values the cache handles exactly, and
+ * nothing else: a value of any other type is "unknown" (undefined), and the cache then asks
+ * the server instead of guessing.
+ *
+ * Equality is BSON-type first: numbers (int32, int64, double) compare by value across their
+ * types; strings by their bytes; ObjectId, Date, Boolean, Binary (subtype and bytes) by value;
+ * values of different types are never equal (an ObjectId never equals its hex string).
+ */
+
+interface Bson { _bsontype?: unknown }
+
+type Numeric = { kind: 'int' | 'double', value: number } | { kind: 'long', value: bigint }
+
+const INT32_MIN = -(2 ** 31)
+const INT32_MAX = 2 ** 31 - 1
+const INT64_MIN = -(2n ** 63n)
+const INT64_MAX = 2n ** 63n - 1n
+
+/** A number's BSON reading: a JS number is serialized as int32 when it is one, else double. */
+export function numeric (v: unknown): Numeric | undefined {
+  if (typeof v === 'number') {
+    if (Number.isNaN(v)) return undefined
+    return Number.isInteger(v) && v >= INT32_MIN && v <= INT32_MAX ? { kind: 'int', value: v } : { kind: 'double', value: v }
+  }
+  if (typeof v === 'bigint') return { kind: 'long', value: v }
+  if (typeof v !== 'object' || v === null) return undefined
+  const t = (v as Bson)._bsontype
+  if (t === 'Int32') return { kind: 'int', value: (v as { value: number }).value }
+  if (t === 'Double') {
+    const value = (v as { value: number }).value
+    return Number.isNaN(value) ? undefined : { kind: 'double', value }
+  }
+  if (t === 'Long') return { kind: 'long', value: BigInt((v as { toString: () => string }).toString()) }
+  return undefined
+}
+
+function numbersEqual (a: Numeric, b: Numeric): boolean {
+  if (a.kind === 'long' || b.kind === 'long') {
+    const x = a.kind === 'long' ? a.value : Number.isInteger(a.value) ? BigInt(a.value) : undefined
+    const y = b.kind === 'long' ? b.value : Number.isInteger(b.value) ? BigInt(b.value) : undefined
+    return x !== undefined && y !== undefined && x === y
+  }
+  return a.value === b.value
+}
+
+/** Whether `v` is a value this module decides equality for. */
+export function isExactScalar (v: unknown): boolean {
+  switch (typeof v) {
+    case 'string': case 'boolean': return true
+    case 'number': return !Number.isNaN(v)
+    case 'bigint': return true
+    case 'object': {
+      if (v === null) return false // `{a: null}` also matches a missing field: not simple equality
+      if (v instanceof Date) return !Number.isNaN(v.getTime())
+      const t = (v as Bson)._bsontype
+      return t === 'ObjectId' || t === 'Binary' || numeric(v) !== undefined
+    }
+    default: return false
+  }
+}
+
+/**
+ * Equality of a document's value with an exact scalar (see isExactScalar): true, false, or
+ * undefined when the document holds something this module does not compare (then the cache
+ * must not decide).
+ */
+export function equalsScalar (docValue: unknown, scalar: unknown): boolean | undefined {
+  const n = numeric(scalar)
+  if (n !== undefined) {
+    const m = numeric(docValue)
+    if (m !== undefined) return numbersEqual(m, n)
+    return knownOtherType(docValue)
+  }
+  if (typeof scalar === 'string' || typeof scalar === 'boolean') {
+    if (typeof docValue === typeof scalar) return docValue === scalar
+    return knownOtherType(docValue)
+  }
+  if (scalar instanceof Date) {
+    if (docValue instanceof Date) return docValue.getTime() === scalar.getTime()
+    return knownOtherType(docValue)
+  }
+  const t = (scalar as Bson)._bsontype
+  if ((docValue as Bson | null | undefined)?._bsontype === t) {
+    if (t === 'ObjectId') return (docValue as { equals: (o: unknown) => boolean }).equals(scalar)
+    if (t === 'Binary') {
+      const a = docValue as { sub_type: number, buffer: Uint8Array }
+      const b = scalar as { sub_type: number, buffer: Uint8Array }
+      return a.sub_type === b.sub_type && Buffer.from(a.buffer).equals(Buffer.from(b.buffer))
+    }
+  }
+  return knownOtherType(docValue)
+}
+
+/** A value of a type the comparison knows to be different: false; anything else: undefined. */
+function knownOtherType (v: unknown): false | undefined {
+  if (v === undefined || v === null || typeof v === 'string' || typeof v === 'boolean' || typeof v === 'number' || typeof v === 'bigint') return false
+  if (v instanceof Date) return false
+  const t = (v as Bson)._bsontype
+  if (t === 'ObjectId' || t === 'Binary' || t === 'Int32' || t === 'Double' || t === 'Long') return false
+  if (typeof v === 'object' && t === undefined && !Array.isArray(v)) return false // an embedded document
+  return undefined
+}
+
+/** The server's `$inc`: int32 + int32 → int32 (int64 on overflow); with an int64 → int64; with a double → double. */
+export function increment (current: unknown, by: unknown): { kind: Numeric['kind'], value: number | bigint } | undefined {
+  const a = current === undefined ? { kind: 'int' as const, value: 0 } : numeric(current)
+  const b = numeric(by)
+  if (a === undefined || b === undefined) return undefined
+  if (a.kind === 'double' || b.kind === 'double') return { kind: 'double', value: Number(a.value) + Number(b.value) }
+  if (current === undefined) return b
+  const sum = BigInt(a.value) + BigInt(b.value)
+  if (a.kind === 'long' || b.kind === 'long' || sum < BigInt(INT32_MIN) || sum > BigInt(INT32_MAX)) {
+    return sum < INT64_MIN || sum > INT64_MAX ? undefined : { kind: 'long', value: sum } // int64 overflow: the server refuses
+  }
+  return { kind: 'int', value: Number(sum) }
+}

@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { BSON, Decimal128, Long, ObjectId, type Db, type MongoClient } from 'mongodb'
+import { WriteBuffer, type BufferedCollection } from '../src/index.js'
+import { openDb } from './helpers.js'
+
+/**
+ * Differential test of the read cache against the server: a seeded random sequence of writes
+ * through the buffer (not awaited: reads must see them anyway) and reads through the cache;
+ * after each read, everything is flushed and the same read is made with the raw driver. The
+ * two answers must be identical, BSON types and key order included (both decoded with
+ * promoteValues/promoteLongs off, compared as canonical Extended JSON).
+ * FWB_CACHE_DIFF_STEPS sets the length (CI: 10,000; scripts/cache-differential.sh: more).
+ */
+const STEPS = Number(process.env.FWB_CACHE_DIFF_STEPS ?? 10_000)
+const SEED = Number(process.env.FWB_CACHE_DIFF_SEED ?? 20261125)
+const IDS = 12
+
+let client: MongoClient
+let db: Db
+beforeAll(async () => { ({ client, db } = await openDb('cache_diff')) })
+afterAll(async () => { await client.close() })
+
+/** mulberry32: small, seeded, good enough to pick test steps */
+function prng (seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6D2B79F5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+describe('read cache vs the server', () => {
+  it(`${STEPS.toLocaleString('en-US')} random steps: every cached answer equals the server's, types and key order included`, async () => {
+    // the FerretDB stand-in closes the connection on any Decimal128: use them on MongoDB only
+    const info = await db.admin().command({ buildInfo: 1 })
+    const decimals = info.ferretdbVersion === undefined
+    const random = prng(SEED)
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)] as T
+    const refs = Array.from({ length: 3 }, (_, i) => new ObjectId(`6650000000000000000000a${i}`))
+    const emails = ['a@x', 'b@x', 'c@x', 'A@x']
+    const values = (): unknown => pick<() => unknown>([
+      () => Math.floor(random() * 5), // int32
+      () => Math.floor(random() * 5) + 0.5, // double
+      () => Long.fromNumber(Math.floor(random() * 5)),
+      () => Long.fromString('9007199254740993'),
+      () => pick(['s1', 's2', '']),
+      () => pick(refs),
+      () => pick(refs).toHexString(), // a string that looks like an ObjectId
+      () => new Date(1_700_000_000_000 + Math.floor(random() * 3) * 1000),
+      () => decimals ? Decimal128.fromString(pick(['1', '1.0', '2'])) : Math.floor(random() * 5),
+      () => ({ x: 1, y: 2 }),
+      () => ({ y: 2, x: 1 }), // same fields, other order: another value for the server
+      () => [pick(['t1', 't2']), pick(['t2', 't3'])],
+      () => null,
+      () => random() < 0.5,
+    ])()
+    const fields = ['email', 'n', 'tags', 'ref', 'nested', 'when', 'v']
+    const randomDoc = (id: number): Record<string, unknown> => {
+      const doc: Record<string, unknown> = { _id: id }
+      for (const f of fields) if (random() < 0.6) doc[f] = f === 'email' ? pick(emails) : values()
+      return doc
+    }
+    const coll = 'people'
+    await db.collection(coll).insertMany(Array.from({ length: IDS }, (_, i) => randomDoc(i)) as never[])
+    // the same decoding for both sides: every BSON type visible
+    const exactDb = client.db(db.databaseName, { promoteValues: false, promoteLongs: false })
+    const wb = new WriteBuffer(exactDb, { cache: { ttlMs: 600_000, negativeTtlMs: 600_000, maxEntries: 50, maxBytes: 1024 * 1024 } })
+    const people: BufferedCollection = wb.collection(coll)
+    const raw = exactDb.collection(coll)
+    const filters = (): Record<string, unknown> => pick<() => Record<string, unknown>>([
+      () => ({ _id: Math.floor(random() * (IDS + 2)) }),
+      () => ({ _id: Long.fromNumber(Math.floor(random() * IDS)) }), // numbers match across types
+      () => ({ email: pick(emails) }),
+      () => ({ tags: pick(['t1', 't2', 't3']) }),
+      () => ({ n: pick([0, 1, 2, 2.5, Long.fromNumber(3)]) }),
+      () => ({ ref: pick(refs) }),
+      () => ({ ref: pick(refs).toHexString() }),
+      () => ({ email: pick(emails), v: pick([true, false, 1]) }),
+      () => ({ nested: { x: 1, y: 2 } }), // not decidable by the cache: read through
+      () => ({ n: { $gte: 2 } }), // idem
+    ])()
+    const writes: Array<Promise<unknown>> = []
+    let reads = 0
+    let hits = 0
+    const differences: string[] = []
+    for (let step = 0; step < STEPS && differences.length < 5; step++) {
+      const id = Math.floor(random() * IDS)
+      const r = random()
+      if (r < 0.35) {
+        const kind = Math.floor(random() * 10)
+        const f = pick(fields)
+        const w = kind === 0
+          ? people.replaceOne({ _id: id }, randomDoc(id))
+          : kind === 1
+            ? people.updateOne({ _id: id }, { $unset: { [f]: '' } })
+            : kind === 2
+              ? people.updateOne({ _id: id }, { $inc: { n: pick([1, 2.5, Long.fromNumber(2)]) } })
+              : kind === 3
+                ? people.updateOne({ email: pick(emails) }, { $set: { v: values() } }) // not unique: the server picks one
+                : kind === 4
+                  ? people.deleteOne({ _id: id })
+                  : kind === 5
+                    ? people.insertOne(randomDoc(id)) // duplicate key unless deleted
+                    : kind === 6
+                      ? people.updateMany({ tags: pick(['t1', 't2']) }, { $set: { [f]: values() } })
+                      : kind === 7
+                        ? people.updateOne({ _id: id }, { $rename: { [f]: pick(fields.filter(x => x !== f)) } })
+                        : kind === 8
+                          ? people.updateOne({ _id: id }, { $set: { 'nested.x': values() } })
+                          : people.updateOne({ _id: id }, { $set: { [f]: f === 'email' ? pick(emails) : values() } }, { upsert: random() < 0.2 })
+        writes.push(w.catch(() => {}))
+        continue
+      }
+      const filter = filters()
+      const projection = random() < 0.1 ? { email: 1, n: 1 } : undefined
+      const before = wb.cache?.stats().hits ?? 0
+      const cached = await people.findOne(filter, projection === undefined ? undefined : { projection })
+      hits += (wb.cache?.stats().hits ?? 0) - before
+      await wb.flush()
+      const truth = await raw.findOne(filter, projection === undefined ? undefined : { projection })
+      reads++
+      const a = BSON.EJSON.stringify(cached, { relaxed: false })
+      const b = BSON.EJSON.stringify(truth, { relaxed: false })
+      if (a !== b) differences.push(`step ${step} findOne(${BSON.EJSON.stringify(filter)}): cache ${a} vs server ${b}`)
+    }
+    await Promise.all(writes)
+    await wb.close()
+    console.log(`cache differential: ${STEPS} steps, ${reads} reads compared, ${hits} served from the cache, stats ${JSON.stringify(wb.cache?.stats())}`)
+    expect(differences).toEqual([])
+    expect(hits).toBeGreaterThan(reads / 10) // the cache really served answers, not only read-throughs
+  }, 600_000)
+})
