@@ -58,11 +58,11 @@ describe('read cache exactness', () => {
     expect(cached(wb)).toBe(before + 0) // first read by _id: a miss
     const again = await c.findOne({ _id: 1 })
     expect(cached(wb)).toBe(before + 1)
-    expect(ejson(again)).toBe(ejson(await exact.collection('long').findOne({ _id: 1 })))
+    expect(ejson(again)).toBe(ejson(await exact.collection('long').findOne({ _id: 1 as never })))
     expect(ejson(patched)).toBe(ejson(again))
     // numbers match across their BSON types: a write by Long(6) selects the int32 6
     await c.updateOne({ small: Long.fromNumber(6) }, { $set: { seen: true } })
-    expect(ejson(await c.findOne({ _id: 1 }))).toBe(ejson(await exact.collection('long').findOne({ _id: 1 })))
+    expect(ejson(await c.findOne({ _id: 1 }))).toBe(ejson(await exact.collection('long').findOne({ _id: 1 as never })))
     await wb.close()
   })
 
