@@ -35,7 +35,7 @@ function curveTargets (loadCurve) {
   ]
 }
 
-export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve }) {
+export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve, cacheScale }) {
   const { noop, naive, buffered, fire } = byKey(http.results)
   const p99Ratio = http.ratios.bufferedP99VsNaive
   const worstOverhead = overhead.comparisons.reduce((a, b) => (b.overheadPct > a.overheadPct ? b : a))
@@ -44,6 +44,15 @@ export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, l
   const slowest = hotPath.results.reduce((a, b) => (b.nsPerOp > a.nsPerOp ? b : a))
   return [
     ...(loadCurve === undefined ? [] : curveTargets(loadCurve)),
+    ...(cacheScale === undefined
+      ? []
+      : [{
+          suite: 'cacheScale',
+          target: 'Cache miss / write cost flat from 1k to 50k pending writes (50k ÷ 1k ≤ 1.5)',
+          measured: Object.entries(cacheScale.ratios).map(([k, v]) => `${k} ${fmt(v, 'x')}`).join(', '),
+          met: Object.values(cacheScale.ratios).every(v => v !== null && v <= 1.5),
+          notes: cacheScale.notes[1],
+        }]),
     {
       suite: 'http',
       target: 'HTTP: WriteBuffer ≥ 8x naive req/s, p99 ≤ 2x naive',
