@@ -69,6 +69,11 @@ export interface WriteBufferOptions {
   /** Longest `close()` waits for the drain before rejecting what is still queued. Default 10,000 ms. */
   closeTimeoutMs?: number
   retry?: RetryOptions
+  /**
+   * OpenTelemetry TracerProvider for the bulkWrite spans. Default: the global one of
+   * `@opentelemetry/api` when that package is installed; no spans without it.
+   */
+  tracerProvider?: { getTracer: (name: string, version?: string) => unknown }
   /** Enables the read cache used by `collection(name).findOne`. */
   cache?: CacheOptions | false
   logger?: Logger
@@ -92,6 +97,7 @@ export interface ResolvedOptions {
   maxDelayMs: number
   cache: Required<CacheOptions> | undefined
   logger: Logger | undefined
+  tracerProvider: WriteBufferOptions['tracerProvider']
 }
 
 const MiB = 1024 * 1024
@@ -110,6 +116,13 @@ function milliseconds (name: string, value: unknown): number {
     throw new InvalidOptionError(`${name} must be a number from 0 to 60000, got ${describe(value)}`)
   }
   return value
+}
+
+function checkTracerProvider (p: WriteBufferOptions['tracerProvider']): WriteBufferOptions['tracerProvider'] {
+  if (p !== undefined && typeof (p as { getTracer?: unknown }).getTracer !== 'function') {
+    throw new InvalidOptionError(`tracerProvider must be an OpenTelemetry TracerProvider (with getTracer), got ${describe(p)}`)
+  }
+  return p
 }
 
 /** `w: 0` is refused: no write could then be confirmed, so every caller would be told "ok" blindly. */
@@ -146,7 +159,7 @@ function checkKnown (name: string, value: object, known: readonly string[]): voi
 }
 
 const KNOWN = ['maxBatchSize', 'maxBatchBytes', 'lingerMs', 'flushIntervalMs', 'maxPending', 'maxPendingBytes', 'onFull',
-  'maxInFlight', 'coalesce', 'writeConcern', 'writeTimeoutMs', 'maxTimeMS', 'closeTimeoutMs', 'retry', 'cache', 'logger'] as const
+  'maxInFlight', 'coalesce', 'writeConcern', 'writeTimeoutMs', 'maxTimeMS', 'closeTimeoutMs', 'retry', 'cache', 'logger', 'tracerProvider'] as const
 
 export const WRITE_BUFFER_OPTION_NAMES: readonly string[] = KNOWN
 
@@ -210,5 +223,6 @@ export function resolveOptions (input: unknown): ResolvedOptions {
     maxDelayMs: int('retry.maxDelayMs', retry.maxDelayMs, 2_000, 0, 600_000),
     cache: resolveCache(o.cache),
     logger,
+    tracerProvider: checkTracerProvider(object('tracerProvider', o.tracerProvider)),
   }
 }

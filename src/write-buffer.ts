@@ -8,6 +8,9 @@ import { CollectionQueue } from './buffer/collection-queue.js'
 import { Retries } from './buffer/retries.js'
 import { Sender } from './buffer/sender.js'
 import { Settler } from './buffer/settler.js'
+import type { LatencySummary } from './buffer/latency.js'
+import { Tracing } from './tracing.js'
+import type { TracerProvider } from '@opentelemetry/api'
 import { ReadCache } from './cache/read-cache.js'
 import { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
 import { ErrorCodes, InvalidOptionError, WriteBufferError, type WriteOutcome } from './errors.js'
@@ -33,6 +36,10 @@ export interface WriteBufferStats {
   coalescedOps: number
   /** batches sent again after a transient failure */
   retries: number
+  /** how long the oldest write of each batch waited in its queue (ms, last 1–2 minutes) */
+  queueWaitMs: LatencySummary
+  /** bulkWrite round trips (ms, last 1–2 minutes) */
+  roundTripMs: LatencySummary
 }
 
 /**
@@ -53,6 +60,8 @@ export class WriteBuffer {
   readonly #deadlines: Deadlines
   readonly #retries: Retries
   readonly #dispatcher: Dispatcher
+  readonly #sender: Sender
+  readonly #tracing: Tracing
   #closed = false
   #closing: Promise<void> | null = null
 
@@ -73,7 +82,8 @@ export class WriteBuffer {
     this.#aborts = new Aborts(settler)
     const timedOut = (op: WriteOp): void => { settler.reject(op, timeoutError(op)) }
     this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() })
-    const sender = new Sender(o, settler, this.#retries, new DriverRetries(db), batch => { this.#dispatcher.returned(batch) })
+    this.#tracing = new Tracing(db.databaseName, o.tracerProvider as TracerProvider | undefined)
+    const sender = this.#sender = new Sender(o, settler, this.#retries, new DriverRetries(db), this.#tracing, batch => { this.#dispatcher.returned(batch) })
     this.#dispatcher = new Dispatcher(
       { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, lingerMs: o.lingerMs },
       {
@@ -125,6 +135,8 @@ export class WriteBuffer {
       failedOps: this.#settler.failed,
       coalescedOps,
       retries: this.#retries.scheduled,
+      queueWaitMs: this.#sender.queueWait.summary(),
+      roundTripMs: this.#sender.roundTrip.summary(),
     }
   }
 
@@ -185,6 +197,7 @@ export class WriteBuffer {
   #submit (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): Promise<WriteResult> {
     if (this.#closed) return Promise.reject(new WriteBufferError(ErrorCodes.CLOSED, 'write buffer is closed', 'not-sent', 0))
     op.queue = queue
+    if (this.#tracing.capturing) op.traceLink = this.#tracing.activeSpan()
     const promise = this.#settler.open(op)
     this.#deadlines.start(op, options?.timeoutMs)
     const signal = options?.signal

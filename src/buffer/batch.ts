@@ -1,5 +1,5 @@
 import type { AnyBulkWriteOperation } from 'mongodb'
-import { IN_FLIGHT, type WriteOp } from '../write/write-op.js'
+import { IN_FLIGHT, type TraceLink, type WriteOp } from '../write/write-op.js'
 import type { CollectionQueue } from './collection-queue.js'
 
 /**
@@ -10,6 +10,10 @@ import type { CollectionQueue } from './collection-queue.js'
 export class Batch {
   /** when a retry is scheduled: the backoff timer */
   retryTimer: NodeJS.Timeout | null = null
+  /** performance.now() since when its oldest write (about) waited in the queue */
+  queuedAt = 0
+  /** the span of the attempt this batch retries, if traced */
+  parentSpan: TraceLink | undefined = undefined
   #done = false
 
   constructor (
@@ -45,6 +49,16 @@ export class Batch {
     if (this.#done) return false
     this.#done = true
     return true
+  }
+
+  /** The spans active when its writes (and the writes coalesced into them) were queued. */
+  links (): Array<TraceLink | undefined> {
+    const out: Array<TraceLink | undefined> = []
+    for (const op of this.ops) {
+      out.push(op.traceLink)
+      if (op.coalesced !== null) for (const c of op.coalesced) out.push(c.traceLink)
+    }
+    return out
   }
 
   /** The attempt these ops are on (for the retry backoff). */

@@ -43,6 +43,8 @@ export class CollectionQueue {
   readonly #held = new Map<string, WriteOp>()
   #freshOnly = true
   readonly #freshOut = new Set<Batch>()
+  /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
+  #nonEmptySince = 0
 
   constructor (
     readonly name: string,
@@ -61,6 +63,7 @@ export class CollectionQueue {
   get coalesced (): number { return this.#coalesced }
 
   push (op: WriteOp): void {
+    if (this.#size === 0) this.#nonEmptySince = performance.now()
     if (!op.fresh) this.#freshOnly = false
     this.#items.push(op)
     this.#size++
@@ -135,7 +138,7 @@ export class CollectionQueue {
     if (ops === null) return null
     this.#out++
     this.#inFlight++
-    return new Batch(this, ops, false)
+    return this.#stamped(new Batch(this, ops, false))
   }
 
   #takeFresh (limits: BatchLimits, now: number, expired: WriteOp[]): Batch | null {
@@ -157,8 +160,15 @@ export class CollectionQueue {
     this.#bytes -= bytes
     this.#out++
     this.#inFlight++
-    const batch = new Batch(this, ops, true)
+    const batch = this.#stamped(new Batch(this, ops, true))
     this.#freshOut.add(batch)
+    return batch
+  }
+
+  /** Per batch: the queue wait starts over for what stays queued. */
+  #stamped (batch: Batch): Batch {
+    batch.queuedAt = this.#nonEmptySince
+    if (this.#size > 0) this.#nonEmptySince = performance.now()
     return batch
   }
 
@@ -220,6 +230,7 @@ export class CollectionQueue {
   /** Puts ops (state QUEUED) back at the head, in their original order (retries, ordered leftovers). */
   requeueFront (ops: WriteOp[]): void {
     if (ops.length === 0) return
+    if (this.#size === 0) this.#nonEmptySince = performance.now()
     for (const op of ops) {
       if (!op.fresh) this.#freshOnly = false
       this.#size++

@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks'
 import { ErrorCodes, WriteBufferError, type WriteOutcome } from '../errors.js'
 import type { WriteOp } from '../write/write-op.js'
 
@@ -25,6 +26,8 @@ const SWEEP_MS = 50
  */
 export class Deadlines {
   #timer: NodeJS.Timeout | null = null
+  /** bound to the buffer's construction context: a sweep belongs to no caller */
+  readonly #sweepTask = AsyncResource.bind((): void => { this.#sweep() })
 
   constructor (readonly defaultMs: number, readonly scope: DeadlineScope) {}
 
@@ -38,7 +41,7 @@ export class Deadlines {
 
   #arm (): void {
     if (this.#timer !== null) return
-    this.#timer = setTimeout(() => { this.#sweep() }, SWEEP_MS)
+    this.#timer = setTimeout(this.#sweepTask, SWEEP_MS)
     this.#timer.unref()
   }
 

@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks'
 import type { WriteOp } from '../write/write-op.js'
 import type { Batch } from './batch.js'
 import type { BatchLimits, CollectionQueue, QueueListener } from './collection-queue.js'
@@ -53,15 +54,24 @@ export class Dispatcher implements QueueListener {
   #timerArmed = false
   /** bulkWrites sent (stats) */
   sent = 0
-  readonly #pumpTask = (): void => {
+  // Bound to the async context of the buffer's construction: a send belongs to no caller.
+  // Timers, immediates and microtasks otherwise carry the AsyncLocalStorage of whoever armed
+  // them, and every bulkWrite, driver event and log line of a batch would be attributed to
+  // that one request (../shared/PITFALLS.md, 11).
+  readonly #pumpTask = AsyncResource.bind((): void => {
     this.#pumpScheduled = false
     this.#safePump()
-  }
+  })
 
-  readonly #turnEndTask = (): void => {
+  readonly #turnEndTask = AsyncResource.bind((): void => {
     this.#turnEndScheduled = false
     this.#safePump()
-  }
+  })
+
+  readonly #timerTask = AsyncResource.bind((): void => {
+    this.#timerArmed = false
+    this.sendNow()
+  })
 
   constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
     this.#adaptive = options.lingerMs === 0
@@ -124,10 +134,7 @@ export class Dispatcher implements QueueListener {
   #armTimer (): void {
     this.#timerArmed = true
     if (this.#timer === null) {
-      this.#timer = setTimeout(() => {
-        this.#timerArmed = false
-        this.sendNow()
-      }, this.options.lingerMs)
+      this.#timer = setTimeout(this.#timerTask, this.options.lingerMs)
     } else {
       this.#timer.refresh()
     }

@@ -5,8 +5,10 @@ import type { DriverRetries } from '../mongo/topology.js'
 import type { Logger } from '../options.js'
 import { batchChannel, publishBatch } from '../telemetry.js'
 import { uncoalesce } from '../write/coalesce.js'
-import { IN_FLIGHT, QUEUED, SETTLED, type WriteOp } from '../write/write-op.js'
+import type { Tracing } from '../tracing.js'
+import { IN_FLIGHT, QUEUED, SETTLED, type TraceLink, type WriteOp } from '../write/write-op.js'
 import { Batch } from './batch.js'
+import { Latency } from './latency.js'
 import { afterBatchFailure, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
 import type { Retries } from './retries.js'
 import type { Settler } from './settler.js'
@@ -32,12 +34,17 @@ export const FENCE_MARGIN_MS = 1000
 export class Sender {
   readonly #unordered: BulkWriteOptions
   readonly #ordered: BulkWriteOptions
+  /** how long a batch's oldest write waited in its queue */
+  readonly queueWait = new Latency()
+  /** bulkWrite sent → answered */
+  readonly roundTrip = new Latency()
 
   constructor (
     readonly options: SenderOptions,
     readonly settler: Settler,
     readonly retries: Retries,
     readonly driverRetries: DriverRetries,
+    readonly tracing: Tracing,
     /** the batch's answer was handled */
     readonly returned: (batch: Batch) => void
   ) {
@@ -50,7 +57,14 @@ export class Sender {
   send (batch: Batch): void {
     const queue = batch.queue
     const models = batch.send()
-    const started = batchChannel.hasSubscribers ? performance.now() : -1
+    const started = performance.now()
+    this.queueWait.record(started - batch.queuedAt)
+    const span = this.tracing.start(queue.name, batch.size, batch.links(), batch.parentSpan, batch.attempt)
+    const answered = (err: unknown): void => {
+      this.roundTrip.record(performance.now() - started)
+      this.tracing.end(span, err)
+      if (batchChannel.hasSubscribers) publishBatch(queue.name, batch.size, started, err)
+    }
     let sent: Promise<BulkWriteResult>
     try {
       sent = Promise.resolve(queue.collection.bulkWrite(models, queue.ordered ? this.#ordered : this.#unordered))
@@ -60,11 +74,11 @@ export class Sender {
     sent.then(
       result => {
         this.#acknowledged(batch, result)
-        if (started >= 0) publishBatch(queue.name, batch.size, started, undefined)
+        answered(undefined)
       },
       async (err: unknown) => {
-        await this.#failed(batch, err)
-        if (started >= 0) publishBatch(queue.name, batch.size, started, err)
+        await this.#failed(batch, err, span?.context)
+        answered(err)
       }
     ).catch((bug: unknown) => {
       // a bug in result handling must not strand the batch: settle whoever is left
@@ -96,15 +110,15 @@ export class Sender {
     this.#return(batch)
   }
 
-  async #failed (batch: Batch, err: unknown): Promise<void> {
+  async #failed (batch: Batch, err: unknown, span: TraceLink | undefined): Promise<void> {
     const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
     const refusal = commandRefusal(err)
     if (refusal !== undefined) {
-      this.#wholeFailed(batch, refusal)
+      this.#wholeFailed(batch, refusal, span)
     } else if (Array.isArray(writeErrors) && writeErrors.length > 0) {
       await this.#partlyFailed(batch, err as PartialFailure)
     } else {
-      this.#wholeFailed(batch, err)
+      this.#wholeFailed(batch, err, span)
     }
   }
 
@@ -114,7 +128,7 @@ export class Sender {
    * (nothing sent to it, not even the retry) until the attempt can no longer apply, which
    * maxTimeMS bounds. So a late attempt never lands after a later write to its document.
    */
-  #wholeFailed (batch: Batch, err: unknown): void {
+  #wholeFailed (batch: Batch, err: unknown, span: TraceLink | undefined): void {
     const failure = classify(err, this.driverRetries.mayHaveRetried())
     const name = batch.queue.name
     const now = Date.now()
@@ -138,7 +152,11 @@ export class Sender {
     }
     this.#return(batch)
     // held again before any pump can run: a later write to these targets must not overtake them
-    if (retry.length > 0) this.retries.schedule(new Batch(batch.queue, retry, false), fenceUntil)
+    if (retry.length > 0) {
+      const again = new Batch(batch.queue, retry, false)
+      again.parentSpan = span // the retry's span is a child of this attempt's
+      this.retries.schedule(again, fenceUntil)
+    }
     if (fenced.length > 0) this.retries.fence(new Batch(batch.queue, fenced, false), fenceUntil)
   }
 

@@ -47,6 +47,9 @@ export interface WriteBody {
   hint?: unknown
 }
 
+/** The span context a write was queued under (an OpenTelemetry SpanContext), to link its batch to. */
+export interface TraceLink { traceId: string, spanId: string, traceFlags: number }
+
 export interface InsertResult { insertedId: unknown }
 export interface UpdateResult { upsertedId?: unknown }
 export type DeleteResult = Record<string, never>
@@ -74,6 +77,8 @@ export class WriteOp {
   alone = false
   /** the queue of its collection; set when it is submitted, before anything reads it */
   queue!: CollectionQueue
+  /** the span active when it was queued, while tracing records spans */
+  traceLink: TraceLink | undefined = undefined
   signal: AbortSignal | null = null
   onAbort: (() => void) | null = null
   resolve!: (r: WriteResult) => void

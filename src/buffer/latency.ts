@@ -1,0 +1,45 @@
+import { createHistogram, type RecordableHistogram } from 'node:perf_hooks'
+
+export interface LatencySummary {
+  count: number
+  p50: number
+  p90: number
+  p99: number
+  max: number
+}
+
+const WINDOW_MS = 60_000
+const EMPTY: LatencySummary = Object.freeze({ count: 0, p50: 0, p90: 0, p99: 0, max: 0 })
+
+/**
+ * A latency distribution over a sliding window of one to two minutes, in milliseconds, kept
+ * in Node's own HDR histograms (perf_hooks.createHistogram) at microsecond resolution: the
+ * current window and the previous one, merged when read. Recorded per batch, never per write.
+ */
+export class Latency {
+  #current: RecordableHistogram = createHistogram()
+  #previous: RecordableHistogram = createHistogram()
+  #windowStart = performance.now()
+
+  record (ms: number): void {
+    const now = performance.now()
+    if (now - this.#windowStart >= WINDOW_MS) {
+      this.#previous = this.#current
+      this.#current = createHistogram()
+      this.#windowStart = now
+    }
+    this.#current.record(Math.max(1, Math.round(ms * 1000)))
+  }
+
+  summary (): LatencySummary {
+    const h = createHistogram()
+    // a window older than two lengths is gone: nothing recorded since
+    if (performance.now() - this.#windowStart < 2 * WINDOW_MS) {
+      h.add(this.#previous)
+      h.add(this.#current)
+    }
+    if (h.count === 0) return EMPTY
+    const ms = (us: number): number => Math.round(us) / 1000
+    return { count: h.count, p50: ms(h.percentile(50)), p90: ms(h.percentile(90)), p99: ms(h.percentile(99)), max: ms(h.max) }
+  }
+}

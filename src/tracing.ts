@@ -1,0 +1,101 @@
+import type { Context, Link, Span, SpanContext, Tracer, TracerProvider } from '@opentelemetry/api'
+
+/**
+ * OpenTelemetry spans for bulkWrites, optional and free when unused.
+ *
+ * `@opentelemetry/api` is an optional peer dependency, loaded with a dynamic import when the
+ * buffer is built (nothing is traced until it has loaded; without the package, never). Each
+ * bulkWrite gets a span `bulkWrite <collection>`, kind CLIENT, with no parent: a batch
+ * belongs to no single request. Instead it links to the span that was active when each of its
+ * writes was queued (at most MAX_LINKS; the rest are counted in
+ * `fastify_write_buffer.links_dropped`), the way Pub/Sub clients trace batched publishes. A
+ * retry is a new bulkWrite: its span is a child of the failed attempt's span.
+ *
+ * Capturing the active span costs a context lookup per write, so it is done only while spans
+ * are really recorded (an SDK is registered): the last span created says so.
+ */
+
+export const MAX_LINKS = 128
+const TRACER_NAME = 'fastify-write-buffer'
+const VERSION = '0.2.0'
+const SPAN_KIND_CLIENT = 2 // SpanKind.CLIENT, without importing the enum
+
+type Api = typeof import('@opentelemetry/api')
+
+export interface BatchSpan {
+  span: Span
+  context: SpanContext
+}
+
+export class Tracing {
+  #api: Api | undefined
+  #tracer: Tracer | undefined
+  /** whether spans are recorded: then writes capture their active span */
+  #recording = true
+
+  constructor (readonly database: string, provider: TracerProvider | undefined) {
+    import('@opentelemetry/api').then(api => {
+      this.#api = api
+      this.#tracer = (provider ?? api.trace.getTracerProvider()).getTracer(TRACER_NAME, VERSION)
+    }, () => { /* not installed: no tracing */ })
+  }
+
+  /** Whether writes should capture the active span now (cheap: read per write). */
+  get capturing (): boolean {
+    return this.#tracer !== undefined && this.#recording
+  }
+
+  /** The span active in the caller's context, to link a batch to it. */
+  activeSpan (): SpanContext | undefined {
+    const span = this.#api?.trace.getActiveSpan()
+    return span === undefined ? undefined : span.spanContext()
+  }
+
+  /** Starts the span of one bulkWrite; undefined when not tracing. */
+  start (collection: string, ops: number, links: ReadonlyArray<SpanContext | undefined>, parent: SpanContext | undefined, attempt: number): BatchSpan | undefined {
+    const api = this.#api
+    const tracer = this.#tracer
+    if (api === undefined || tracer === undefined) return undefined
+    const spanLinks: Link[] = []
+    let dropped = 0
+    for (const context of links) {
+      if (context === undefined) continue
+      if (spanLinks.length < MAX_LINKS) spanLinks.push({ context })
+      else dropped++
+    }
+    const attributes: Record<string, string | number> = {
+      'db.system.name': 'mongodb',
+      'db.namespace': this.database,
+      'db.collection.name': collection,
+      'db.operation.name': 'bulkWrite',
+      'db.operation.batch.size': ops,
+    }
+    if (dropped > 0) attributes['fastify_write_buffer.links_dropped'] = dropped
+    if (attempt > 1) attributes['fastify_write_buffer.attempt'] = attempt
+    const options = { kind: SPAN_KIND_CLIENT, attributes, links: spanLinks, root: parent === undefined }
+    const context: Context | undefined = parent === undefined ? undefined : api.trace.setSpanContext(api.ROOT_CONTEXT, parent)
+    const span = tracer.startSpan(`bulkWrite ${collection}`, options, context)
+    this.#recording = span.isRecording()
+    return { span, context: span.spanContext() }
+  }
+
+  /** Ends a bulkWrite's span, with the error's type and status when it failed. */
+  end (batchSpan: BatchSpan | undefined, error: unknown): void {
+    if (batchSpan === undefined) return
+    if (error !== undefined) {
+      const { type, message } = describeFailure(error)
+      batchSpan.span.setAttribute('error.type', type)
+      const code = this.#api?.SpanStatusCode.ERROR
+      if (code !== undefined) batchSpan.span.setStatus({ code, message })
+    }
+    batchSpan.span.end()
+  }
+}
+
+/** `error.type`: the server's or driver's code when there is one, else the error's name. */
+function describeFailure (error: unknown): { type: string, message: string | undefined } {
+  const e: { name?: unknown, code?: unknown, message?: unknown } | null = typeof error === 'object' ? error : null
+  const code = e?.code
+  const type = typeof code === 'number' || typeof code === 'string' ? String(code) : typeof e?.name === 'string' ? e.name : 'Error'
+  return { type, message: typeof e?.message === 'string' ? e.message : undefined }
+}
