@@ -1,7 +1,7 @@
-import type { Collection, Document, Filter, FindOptions, OptionalUnlessRequiredId, UpdateFilter, WithoutId } from 'mongodb'
+import type { Collection, Document, Filter, FindOptions, OptionalUnlessRequiredId, PkFactory, UpdateFilter, WithoutId } from 'mongodb'
 import type { ReadCache } from './cache/read-cache.js'
 import {
-  buildDelete, buildInsert, buildReplace, buildUpdate,
+  buildDelete, buildInsert, buildReplace, buildUpdate, customPkFactory,
   type DeleteOptions, type ReplaceOptions, type UpdateOptions, type WriteOptions,
 } from './write/build-op.js'
 import type { DeleteResult, InsertResult, UpdateResult, WriteOp, WriteResult } from './write/write-op.js'
@@ -29,23 +29,28 @@ type Submit = (op: WriteOp, options: WriteOptions | undefined) => Promise<WriteR
 export class BufferedCollection<TSchema extends Document = AnyDocument> {
   readonly #submit: Submit
   readonly #cache: ReadCache | undefined
+  /** the client's own pkFactory, read once; undefined for the driver's default (ObjectIds) */
+  readonly #pkFactory: PkFactory | undefined
 
   constructor (
     /** the driver collection, for reads and anything the buffer does not cover */
     readonly collection: Collection<TSchema>,
     readonly ordered: boolean,
     submit: Submit,
-    cache: ReadCache | undefined
+    cache: ReadCache | undefined,
+    /** the Db's pkFactory (`db.options.pkFactory`: the client's unless the Db has its own) */
+    pkFactory?: unknown
   ) {
     this.#submit = submit
     this.#cache = cache
+    this.#pkFactory = customPkFactory(pkFactory)
   }
 
   get collectionName (): string { return this.collection.collectionName }
 
   insertOne (doc: OptionalUnlessRequiredId<TSchema>, options?: WriteOptions): Promise<InsertResult> {
     let op: WriteOp
-    try { op = buildInsert(doc, options) } catch (err) { return Promise.reject(err) }
+    try { op = buildInsert(doc, options, this.#pkFactory) } catch (err) { return Promise.reject(err) }
     return this.#submit(op, options) as Promise<InsertResult>
   }
 

@@ -4,27 +4,43 @@ import type { FastifyRequest } from 'fastify'
  * `request.writeSignal`: an AbortSignal that aborts when the client goes away before the
  * response is sent. Created on first access only; its socket listener is removed when the
  * response is done, since a keep-alive socket lives on.
+ *
+ * Read after the response (onResponse already ran: in a later hook, or after `await
+ * reply.send()`), it is a signal that never aborts and watches nothing: the client did not
+ * go away before its answer, and a listener added then would stay on the keep-alive socket
+ * for as long as the connection lives, one more per request.
  */
 const kAbort = Symbol('fastify-write-buffer.abort')
-interface WithAbort { [kAbort]?: { controller: AbortController, socket: NodeJS.EventEmitter, onClose: () => void } }
+/** the request's onResponse hook ran */
+const RESPONDED = 0
+interface Watch { signal: AbortSignal, socket: NodeJS.EventEmitter | null, onClose: (() => void) | null }
+interface WithAbort { [kAbort]?: Watch | typeof RESPONDED }
 
 export function writeSignal (this: FastifyRequest): AbortSignal {
   const req = this as FastifyRequest & WithAbort
-  let state = req[kAbort]
-  if (state === undefined) {
-    const controller = new AbortController()
-    const socket = req.raw.socket
-    const onClose = (): void => { controller.abort() }
-    state = { controller, socket, onClose }
-    req[kAbort] = state
-    if (socket.destroyed) controller.abort()
-    else socket.once('close', onClose)
+  const state = req[kAbort]
+  if (state !== undefined && state !== RESPONDED) return state.signal
+  const controller = new AbortController()
+  if (state === RESPONDED) {
+    req[kAbort] = { signal: controller.signal, socket: null, onClose: null }
+    return controller.signal
   }
-  return state.controller.signal
+  const socket = req.raw.socket
+  const onClose = (): void => { controller.abort() }
+  req[kAbort] = { signal: controller.signal, socket, onClose }
+  if (socket.destroyed) controller.abort()
+  else socket.once('close', onClose)
+  return controller.signal
 }
 
 /** onResponse hook: the request is over, its socket lives on. */
 export async function releaseWriteSignal (request: FastifyRequest): Promise<void> {
-  const state = (request as FastifyRequest & WithAbort)[kAbort]
-  if (state !== undefined) state.socket.removeListener('close', state.onClose)
+  const req = request as FastifyRequest & WithAbort
+  const state = req[kAbort]
+  if (state === undefined) {
+    req[kAbort] = RESPONDED
+  } else if (state !== RESPONDED && state.socket !== null && state.onClose !== null) {
+    state.socket.removeListener('close', state.onClose)
+    state.socket = null
+  }
 }

@@ -68,6 +68,75 @@ describe('example app, through app.inject', () => {
     expect(res.statusCode).toBe(400)
   })
 
+  describe('deeply nested bodies are a 400, never a 500', () => {
+    const nested = (open: string, close: string, levels: number): string => open.repeat(levels) + '1' + close.repeat(levels)
+    const raw = (url: string, payload: string, contentType = 'application/json') =>
+      app.inject({ method: 'POST', url, headers: { 'content-type': contentType }, payload })
+
+    it.each([
+      ['events, 10,000 nested objects', '/events', '{"type":"x","payload":' + nested('{"a":', '}', 10_000) + '}'],
+      ['events, 10,000 nested arrays', '/events', '{"type":"x","payload":{"a":' + nested('[', ']', 10_000) + '}}'],
+      ['events, 300 nested objects (deeper than BSON takes)', '/events', '{"type":"x","payload":' + nested('{"a":', '}', 300) + '}'],
+      ['register, 10,000 nested arrays as the username', '/register', '{"username":' + nested('[', ']', 10_000) + ',"password":"long enough"}'],
+      ['login, 10,000 nested objects as an extra key', '/login', '{"username":"alice","password":"long enough","x":' + nested('{"a":', '}', 10_000) + '}'],
+    ])('%s', async (_name, url, payload) => {
+      const res = await raw(url, payload)
+      expect(res.statusCode).toBe(400)
+      expect(res.json()).toMatchObject({ statusCode: 400, error: 'Bad Request' })
+      expect(res.body).not.toMatch(/stack|Maximum call|serialized|BSON|at \//i)
+    })
+
+    it('with a charset parameter too', async () => {
+      const res = await raw('/events', '{"type":"x","payload":' + nested('{"a":', '}', 10_000) + '}', 'application/json; charset=utf-8')
+      expect(res.statusCode).toBe(400)
+    })
+
+    it('a payload of 31 levels (32 with the body) is stored; brackets inside strings do not count', async () => {
+      const deep = await raw('/events', '{"type":"deep","payload":' + nested('{"a":', '}', 31) + '}')
+      expect(deep.statusCode).toBe(202)
+      const text = await raw('/events', JSON.stringify({ type: 'text', payload: { s: '{['.repeat(100) + '\\"' + '[{'.repeat(100) } }))
+      expect(text.statusCode).toBe(202)
+      expect(await eventById(client.db(INJECT_DB), text.json().id)).toMatchObject({ payload: { s: '{['.repeat(100) + '\\"' + '[{'.repeat(100) } })
+    })
+  })
+
+  describe('usernames are one user whatever their case or Unicode form', () => {
+    it('Carol, then carol / CAROL / fullwidth ＣＡＲＯＬ → 409; login in any of them works', async () => {
+      expect((await post('/register', { username: 'Carol', password: 'correct horse' })).statusCode).toBe(201)
+      for (const username of ['carol', 'CAROL', 'ＣＡＲＯＬ']) {
+        expect((await post('/register', { username, password: 'another one' })).statusCode, username).toBe(409)
+      }
+      const login = await post('/login', { username: 'cArOl', password: 'correct horse' })
+      expect(login.statusCode).toBe(200)
+      expect((await post('/login', { username: 'ＣＡＲＯＬ', password: 'correct horse' })).json()).toEqual({ ok: true, logins: 2 })
+      const stored = await client.db(INJECT_DB).collection('users').find({ username: /^carol$/i }).toArray()
+      expect(stored.map(u => u.username)).toEqual(['carol'])
+    })
+
+    it('josé with a precomposed é (U+00E9), then with e + U+0301 → 409; login with either works', async () => {
+      const nfc = 'jos\u00e9'
+      const nfd = 'jose\u0301'
+      expect(nfc).not.toBe(nfd)
+      expect((await post('/register', { username: nfc, password: 'correct horse' })).statusCode).toBe(201)
+      expect((await post('/register', { username: nfd, password: 'another one' })).statusCode).toBe(409)
+      expect((await post('/register', { username: 'JOSE\u0301', password: 'another one' })).statusCode).toBe(409)
+      expect((await post('/login', { username: nfd, password: 'correct horse' })).statusCode).toBe(200)
+      expect((await post('/login', { username: 'JOS\u00c9', password: 'correct horse' })).statusCode).toBe(200)
+      const stored = await client.db(INJECT_DB).collection('users').findOne({ username: nfc })
+      expect(stored).toMatchObject({ username: nfc, logins: 2 })
+      expect(await client.db(INJECT_DB).collection('users').countDocuments({ username: nfd })).toBe(0)
+    })
+
+    it.each([
+      ['a fullwidth dollar (NFKC: $)', '\uff04where'],
+      ['a fullwidth $gt (NFKC: $gt)', '＄gt'],
+      ['too short once normalised', 'ab'],
+      ['a space', 'bad name'],
+    ])('400: %s', async (_name, username) => {
+      expect((await post('/register', { username, password: 'long enough' })).statusCode).toBe(400)
+    })
+  })
+
   it('register → 201, same username → 409', async () => {
     const res = await post('/register', { username: 'alice', password: 'correct horse' })
     expect(res.statusCode).toBe(201)

@@ -1,5 +1,6 @@
 import Fastify from 'fastify'
 import writeBuffer from '../../dist/index.js'
+import { boundJsonDepth, hideInternalErrors } from './json-body.mjs'
 import registerRoute from './routes/register.mjs'
 import loginRoute from './routes/login.mjs'
 import eventsRoute from './routes/events.mjs'
@@ -15,6 +16,8 @@ export async function buildApp ({ mongoUrl, database, logger = false, exposeStat
     // Fastify's defaults strip unknown keys and coerce types; refuse them instead.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
   })
+  boundJsonDepth(app) // a deeply nested body is a 400, not a stack overflow
+  hideInternalErrors(app)
   try {
     await app.register(writeBuffer, { url: mongoUrl, database, cache: { ttlMs: 5000 } })
     // Index management is not the buffer's job: use the driver directly.

@@ -3,7 +3,9 @@
 // keys) is refused with 400 before a handler runs, so no user input reaches a filter as
 // an operator.
 
-export const username = { type: 'string', pattern: '^[a-zA-Z0-9_.-]{3,32}$' }
+// Checked after canonicalUsername (username.mjs): lower-case letters of any script (with
+// their combining marks), digits, '_', '.', '-'. Never '$', NUL or an operator.
+export const username = { type: 'string', pattern: '^[\\p{L}\\p{M}\\p{Nd}_.-]{3,32}$' }
 export const password = { type: 'string', minLength: 8, maxLength: 128 }
 
 export const credentials = {

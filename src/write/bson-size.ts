@@ -3,12 +3,20 @@ import { BSON, ObjectId } from 'mongodb'
 /**
  * Approximate BSON size of a document, measured once per write (the batch byte budget and
  * the 16 MiB check need it). A plain JS walk costs a fraction of BSON.calculateObjectSize on
- * the small documents of a hot path; it counts strings as 1 byte per UTF-16 unit, so it can
- * under-count non-ASCII text up to 3x — hence anything estimated over 4 MiB, and anything
- * the walk cannot read (toBSON, Map, unknown BSON types), is measured exactly instead.
+ * the small documents of a hot path. Values are over-counted (short strings at 3 bytes per
+ * UTF-16 unit, long ones exactly, every number as 8); only keys are counted at 1 byte per
+ * UTF-16 unit, so non-ASCII keys can be under-counted up to 3x — hence anything estimated
+ * over 4 MiB, and anything the walk cannot read (toBSON, Map, unknown BSON types), is
+ * measured exactly instead. An estimate of EXACT_ABOVE or less is thus under 3 × 4 = 12 MiB
+ * for real: far from the 16 MiB limit (build-op.ts relies on it).
  * Throws a RangeError on cyclic or absurdly deep values.
  */
-const EXACT_ABOVE = 4 * 1024 * 1024
+export const EXACT_ABOVE = 4 * 1024 * 1024
+/**
+ * Exact sizes count an `undefined` value as the driver sends it by default: as a null
+ * (`ignoreUndefined: false`). BSON.calculateObjectSize alone would leave it out.
+ */
+const AS_SENT = { ignoreUndefined: false } as const
 const MAX_DEPTH = 200
 
 class NeedsExact extends Error {}
@@ -56,7 +64,12 @@ export function bsonSize (doc: object): number {
     n = objectSize(doc as Record<string, unknown>, 0)
   } catch (err) {
     if (!(err instanceof NeedsExact)) throw err
-    return BSON.calculateObjectSize(doc)
+    return exactBsonSize(doc)
   }
-  return n > EXACT_ABOVE ? BSON.calculateObjectSize(doc) : n
+  return n > EXACT_ABOVE ? exactBsonSize(doc) : n
+}
+
+/** The exact size of `doc` serialized as the driver sends it. */
+export function exactBsonSize (doc: object): number {
+  return BSON.calculateObjectSize(doc, AS_SENT)
 }

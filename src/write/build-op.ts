@@ -1,10 +1,10 @@
-import { ObjectId } from 'mongodb'
-import type { Document } from 'mongodb'
-import { bsonSize } from './bson-size.js'
-import { InvalidWriteError, describe } from '../errors.js'
+import { MongoClient, ObjectId } from 'mongodb'
+import type { Document, PkFactory } from 'mongodb'
+import { bsonSize, exactBsonSize, EXACT_ABOVE } from './bson-size.js'
+import { InvalidOptionError, InvalidWriteError, describe } from '../errors.js'
 import { targetOf, targetOfId } from './target.js'
 import {
-  WriteOp, INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, type Kind,
+  WriteOp, INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, type Kind, type WriteBody,
 } from './write-op.js'
 
 /** Per-write options accepted by every write method. */
@@ -26,22 +26,70 @@ export interface DeleteOptions extends WriteOptions {
   hint?: string | Document
 }
 
+/**
+ * The driver refuses a whole bulkWrite (MongoInvalidArgumentError, before sending anything)
+ * when one of its entries serializes to maxBsonObjectSize (16 MiB) bytes *or more*: an
+ * insert's document, or the statement it builds for any other write — `{ q, u, upsert, multi,
+ * hint, arrayFilters, collation }` for updates and replacements, `{ q, limit, collation, hint }`
+ * for deletes (bulk/unordered.js: `bsonSize >= maxBsonObjectSize`). Measured with driver 7:
+ * 16 MiB − 1 is sent, 16 MiB is refused, whatever the server (the test stand-in itself takes
+ * more). So a write whose entry reaches it is refused here, alone, before it can fail its
+ * batch-mates.
+ */
 const MAX_BSON_BYTES = 16 * 1024 * 1024
+/** What the statement around the parts adds (keys, types, upsert, multi, limit): a bound. */
+const STATEMENT_OVERHEAD = 64
 
 function isDocument (v: unknown): v is Document {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date) &&
     !ArrayBuffer.isView(v) && (v as { _bsontype?: unknown })._bsontype === undefined
 }
 
-function sizeOf (what: string, value: Document): number {
-  let n: number
+/** bsonSize of one part of a write (estimated below 4 MiB, exact above), a serialization failure as InvalidWriteError. */
+function sizeOf (what: string, value: object): number {
   try {
-    n = bsonSize(value)
+    return bsonSize(value)
   } catch (err) {
     throw new InvalidWriteError(`${what} cannot be serialized to BSON (${(err as Error).message}): ${describe(value)}`)
   }
-  if (n > MAX_BSON_BYTES) throw new InvalidWriteError(`${what} is ${n} bytes, over the 16 MiB BSON document limit`)
-  return n
+}
+
+function checkLimit (what: string, n: number): void {
+  if (n >= MAX_BSON_BYTES) {
+    throw new InvalidWriteError(`${what} is ${n} bytes, over the 16 MiB BSON document limit (at most ${MAX_BSON_BYTES - 1} bytes can be sent)`)
+  }
+}
+
+/**
+ * Checks the statement the driver will build for a non-insert write against the limit.
+ * `approx` is the sum of its parts' estimates: at or under EXACT_ABOVE the statement cannot
+ * reach 16 MiB (see bson-size.ts), so only big writes pay for an exact measurement.
+ */
+function checkStatement (what: string, kind: Kind, body: WriteBody, approx: number): void {
+  if (approx + STATEMENT_OVERHEAD <= EXACT_ABOVE) return
+  let n: number
+  try {
+    n = exactBsonSize(statementOf(kind, body))
+  } catch (err) {
+    throw new InvalidWriteError(`${what} cannot be serialized to BSON (${(err as Error).message})`)
+  }
+  checkLimit(what, n)
+}
+
+/** The entry the driver builds and measures for a write (its makeUpdateStatement / makeDeleteStatement). */
+function statementOf (kind: Kind, body: WriteBody): Document {
+  const s: Document = { q: body.filter }
+  if (kind === DELETE_ONE || kind === DELETE_MANY) {
+    s.limit = kind === DELETE_ONE ? 1 : 0
+  } else {
+    s.u = kind === REPLACE_ONE ? body.replacement : body.update
+    if (body.upsert !== undefined) s.upsert = body.upsert
+    if (kind === UPDATE_MANY) s.multi = true
+    if (body.arrayFilters !== undefined) s.arrayFilters = body.arrayFilters
+  }
+  if (body.hint !== undefined) s.hint = body.hint
+  if (body.collation !== undefined) s.collation = body.collation
+  return s
 }
 
 export function validateCollectionName (name: unknown): string {
@@ -93,7 +141,10 @@ function checkNoOperators (what: string, doc: Document): void {
   }
 }
 
-function checkOptions (input: WriteOptions | undefined): void {
+/** Which per-write options a kind of write takes (the driver ignores the others). */
+type OptionSet = 'insert' | 'update' | 'replace' | 'delete'
+
+function checkOptions (input: WriteOptions | undefined, set: OptionSet): void {
   const options: unknown = input
   if (options === undefined) return
   if (typeof options !== 'object' || options === null) throw new InvalidWriteError(`options must be an object, got ${describe(options)}`)
@@ -106,20 +157,94 @@ function checkOptions (input: WriteOptions | undefined): void {
   }
   const upsert = (options as UpdateOptions).upsert
   if (upsert !== undefined && typeof upsert !== 'boolean') throw new InvalidWriteError(`upsert must be a boolean, got ${describe(upsert)}`)
+  if (set !== 'insert') checkCommandOptions(options, set)
 }
 
-export function buildInsert (doc: unknown, options: WriteOptions | undefined): WriteOp {
+/**
+ * arrayFilters, collation and hint travel inside the write's statement: a value of the wrong
+ * shape would make the server refuse the whole update/delete command, i.e. every write of
+ * the batch. Their types are checked here; what only the server can judge (an identifier
+ * no path uses, an unknown locale or index) is refused by it for that write alone.
+ */
+function checkCommandOptions (options: UpdateOptions, set: OptionSet): void {
+  const { arrayFilters, collation, hint } = options as { arrayFilters?: unknown, collation?: unknown, hint?: unknown }
+  if (arrayFilters !== undefined && set === 'update') {
+    if (!Array.isArray(arrayFilters)) throw new InvalidWriteError(`arrayFilters must be an array of plain objects, got ${describe(arrayFilters)}`)
+    for (let i = 0; i < arrayFilters.length; i++) {
+      const filter: unknown = arrayFilters[i]
+      if (!isDocument(filter)) throw new InvalidWriteError(`arrayFilters[${i}] must be a plain object, got ${describe(filter)}`)
+    }
+  } else if (arrayFilters !== undefined && set === 'replace') {
+    // the server refuses arrayFilters on a replacement-style update
+    throw new InvalidWriteError(`arrayFilters cannot be used with replaceOne, got ${describe(arrayFilters)}`)
+  }
+  if (collation !== undefined) {
+    if (!isDocument(collation) || !('locale' in collation)) {
+      throw new InvalidWriteError(`collation must be a plain object with a string locale, got ${describe(collation)}`)
+    }
+    const locale: unknown = collation.locale
+    if (typeof locale !== 'string' || locale === '') throw new InvalidWriteError(`collation.locale must be a non-empty string, got ${describe(locale)}`)
+  }
+  // '' would not even be sent (the driver tests `if (hint)`): the caller meant something else
+  if (hint !== undefined && !(typeof hint === 'string' && hint !== '') && !isDocument(hint)) {
+    throw new InvalidWriteError(`hint must be an index name or an index spec object, got ${describe(hint)}`)
+  }
+}
+
+/**
+ * The client's pkFactory (`new MongoClient(url, { pkFactory })`, or the Db's own), unless it
+ * is the driver's default: that one makes ObjectIds, as the buffer does itself. The default
+ * is not exported by the driver: it is what a client given no pkFactory holds.
+ */
+let driverDefaultPk: unknown = null
+export function customPkFactory (pkFactory: unknown): PkFactory | undefined {
+  if (pkFactory === undefined || pkFactory === null) return undefined
+  if (typeof (pkFactory as PkFactory).createPk !== 'function') throw new InvalidOptionError(`pkFactory must have a createPk function, got ${describe(pkFactory)}`)
+  if (driverDefaultPk === null) {
+    try {
+      driverDefaultPk = new MongoClient('mongodb://127.0.0.1/').options.pkFactory
+    } catch {
+      driverDefaultPk = undefined // every pkFactory is then used as given: slower, still correct
+    }
+  }
+  return pkFactory === driverDefaultPk ? undefined : pkFactory as PkFactory
+}
+
+function createPk (pkFactory: PkFactory, doc: Document): unknown {
+  let id: unknown
+  try {
+    id = pkFactory.createPk()
+  } catch (err) {
+    throw new InvalidWriteError(`the client's pkFactory.createPk() threw (${(err as Error | null)?.message ?? String(err)}): no _id for ${describe(doc)}`)
+  }
+  if (id === undefined || id === null) throw new InvalidWriteError(`the client's pkFactory.createPk() returned ${describe(id)}: no _id for ${describe(doc)}`)
+  return id
+}
+
+/**
+ * `pkFactory`: the client's own (customPkFactory), or undefined for ObjectIds.
+ */
+export function buildInsert (doc: unknown, options: WriteOptions | undefined, pkFactory?: PkFactory): WriteOp {
   if (!isDocument(doc)) throw new InvalidWriteError(`document must be a plain object, got ${describe(doc)}`)
-  checkOptions(options)
+  checkOptions(options, 'insert')
   checkNoOperators('document', doc)
   let ownId = false
   // Assigned before queuing (as the driver does) so the caller knows the _id at once,
   // and so a retried insert is recognisable: its _id can only collide with itself.
-  if (doc._id === undefined) {
-    doc._id = new ObjectId()
-    ownId = true
+  // `_id: null` counts as none: the driver would replace it with a new id (`_id == null`),
+  // so the caller would be told null while another id is stored.
+  if (doc._id === undefined || doc._id === null) {
+    if (pkFactory === undefined) {
+      doc._id = new ObjectId()
+      ownId = true
+    } else {
+      // the factory's id is as unique as the factory makes it: it counts as the caller's
+      // (not fresh: a duplicate key on a retry cannot be taken for our own earlier attempt)
+      doc._id = createPk(pkFactory, doc)
+    }
   }
   const bytes = sizeOf('document', doc)
+  checkLimit('document', bytes) // estimated under 4 MiB, exact above: the document is the statement
   // a generated _id's target is computed only if ever needed; a caller's _id is checked now
   let target: string | null = null
   if (!ownId) {
@@ -135,11 +260,16 @@ export function buildInsert (doc: unknown, options: WriteOptions | undefined): W
 export function buildUpdate (many: boolean, filter: unknown, update: unknown, options: UpdateOptions | undefined): WriteOp {
   const f = checkFilter(filter)
   const u = checkUpdate(update)
-  checkOptions(options)
+  checkOptions(options, 'update')
+  if (Array.isArray(u) && options?.arrayFilters !== undefined) {
+    // the server refuses arrayFilters on a pipeline-style update
+    throw new InvalidWriteError('arrayFilters cannot be used with an update pipeline')
+  }
   const bytes = sizeOf('filter', f) + sizeOf('update', u)
-  const body: Document = { filter: f, update: u }
-  if (options !== undefined) copyExtras(body, options)
+  const body: WriteBody = { filter: f, update: u }
+  const extra = options === undefined ? 0 : copyExtras(body, options, 'update')
   const kind: Kind = many ? UPDATE_MANY : UPDATE_ONE
+  checkStatement('update statement (filter, update, options)', kind, body, bytes + extra)
   return new WriteOp(kind, many ? { updateMany: body as never } : { updateOne: body as never }, targetOf(f), bytes, undefined, false)
 }
 
@@ -147,26 +277,44 @@ export function buildReplace (filter: unknown, replacement: unknown, options: Re
   const f = checkFilter(filter)
   if (!isDocument(replacement)) throw new InvalidWriteError(`replacement must be a plain object, got ${describe(replacement)}`)
   checkNoOperators('replacement', replacement)
-  checkOptions(options)
+  checkOptions(options, 'replace')
   const bytes = sizeOf('filter', f) + sizeOf('replacement', replacement)
-  const body: Document = { filter: f, replacement }
-  if (options !== undefined) copyExtras(body, options)
+  const body: WriteBody = { filter: f, replacement }
+  const extra = options === undefined ? 0 : copyExtras(body, options, 'replace')
+  checkStatement('replace statement (filter, replacement, options)', REPLACE_ONE, body, bytes + extra)
   return new WriteOp(REPLACE_ONE, { replaceOne: body as never }, targetOf(f), bytes, undefined, false)
 }
 
 export function buildDelete (many: boolean, filter: unknown, options: DeleteOptions | undefined): WriteOp {
   const f = checkFilter(filter)
-  checkOptions(options)
+  checkOptions(options, 'delete')
   const bytes = sizeOf('filter', f)
-  const body: Document = { filter: f }
-  if (options !== undefined) copyExtras(body, options)
-  return new WriteOp(many ? DELETE_MANY : DELETE_ONE, many ? { deleteMany: body as never } : { deleteOne: body as never },
-    targetOf(f), bytes, undefined, false)
+  const body: WriteBody = { filter: f }
+  const extra = options === undefined ? 0 : copyExtras(body, options, 'delete')
+  const kind: Kind = many ? DELETE_MANY : DELETE_ONE
+  checkStatement('delete statement (filter, options)', kind, body, bytes + extra)
+  return new WriteOp(kind, many ? { deleteMany: body as never } : { deleteOne: body as never }, targetOf(f), bytes, undefined, false)
 }
 
-function copyExtras (body: Document, options: UpdateOptions): void {
-  if (options.upsert !== undefined) body.upsert = options.upsert
-  if (options.arrayFilters !== undefined) body.arrayFilters = options.arrayFilters
-  if (options.collation !== undefined) body.collation = options.collation
-  if (options.hint !== undefined) body.hint = options.hint
+/**
+ * Copies the options (checked) a kind of write sends into its model; unknown keys, and known
+ * ones the kind does not take (upsert on a delete), are left out as the driver would.
+ * Returns the estimated size of the copied documents (for checkStatement).
+ */
+function copyExtras (body: WriteBody, options: UpdateOptions, set: OptionSet): number {
+  let bytes = 0
+  if (set !== 'delete' && options.upsert !== undefined) body.upsert = options.upsert
+  if (set === 'update' && options.arrayFilters !== undefined) {
+    body.arrayFilters = options.arrayFilters
+    bytes += sizeOf('arrayFilters', options.arrayFilters)
+  }
+  if (options.collation !== undefined) {
+    body.collation = options.collation
+    bytes += sizeOf('collation', options.collation)
+  }
+  if (options.hint !== undefined) {
+    body.hint = options.hint
+    bytes += typeof options.hint === 'string' ? 5 + 3 * options.hint.length : sizeOf('hint', options.hint)
+  }
+  return bytes
 }

@@ -12,20 +12,36 @@ import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
  * - a path appears under two operators, or one path is a prefix of another
  *   (`a` vs `a.b`: the server would reject the merged document as a conflict);
  * - an $inc operand is not a plain JS number (Long, Decimal128… keep their exact type);
+ * - the update document or an operator's operand is not a plain object (see isPlain);
  * - an updated path overlaps a filter field (the second write's filter might then
  *   select a different document than the first one left behind).
  */
 
 const MERGEABLE = new Set(['$set', '$inc', '$unset', '$setOnInsert'])
 
+/**
+ * Merging reads an operand's fields with for..in and copies them with a spread: exact only
+ * for a plain object (prototype Object.prototype or null) without toBSON. The serializer
+ * writes a Map's entries (for..in sees none: the merge would send `{}`), a toBSON's return
+ * value (not the fields the merge sees), a class instance's own keys only. All of them are
+ * valid operands the driver sends as documents, so they are not refused: such a write is
+ * just never merged, and travels as the caller gave it.
+ */
+function isPlain (v: unknown): boolean {
+  if (typeof v !== 'object' || v === null) return false
+  const proto: unknown = Object.getPrototypeOf(v)
+  return (proto === Object.prototype || proto === null) && typeof (v as { toBSON?: unknown }).toBSON !== 'function'
+}
+
 /** Whether this op could take part in coalescing at all (checked on both sides). */
 function coalescible (body: WriteBody): boolean {
   if (body.arrayFilters !== undefined || body.collation !== undefined || body.hint !== undefined) return false
   const update = body.update
-  if (update === undefined || Array.isArray(update)) return false
+  if (update === undefined || Array.isArray(update) || !isPlain(update)) return false
   for (const operator in update) {
     if (!MERGEABLE.has(operator)) return false
     if (operator === '$setOnInsert' && body.upsert !== true) return false
+    if (!isPlain(update[operator])) return false
   }
   return !touchesFilter(body.filter, update)
 }

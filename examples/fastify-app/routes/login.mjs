@@ -1,6 +1,7 @@
 import { hashPassword, verifyPassword } from '../password.mjs'
 import { credentials } from '../schemas.mjs'
 import { httpError } from '../http-error.mjs'
+import { canonicalizeUsername } from '../username.mjs'
 
 // Unknown users are checked against this, so both failures cost one scrypt.
 const nobody = await hashPassword('not-a-real-password')
@@ -20,6 +21,7 @@ export default async function loginRoute (app) {
         },
       },
     },
+    preValidation: canonicalizeUsername, // looked up in the form register stored
   }, async request => {
     const { username, password } = request.body
     // Read cache: repeated logins are served from memory. The whole document is cached
