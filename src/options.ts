@@ -29,6 +29,14 @@ export interface CacheOptions {
   maxBytes?: number
 }
 
+/** What `onWriteError` is told about the failed write besides its error. */
+export interface WriteErrorInfo {
+  collection: string
+  /** the method that made it: 'insertOne', 'updateOne', … */
+  kind: string
+  detached: boolean
+}
+
 export interface WriteBufferOptions {
   /**
    * Ops per collection per bulkWrite. Default 1,000; at most 99,999: at the server's
@@ -70,6 +78,12 @@ export interface WriteBufferOptions {
   closeTimeoutMs?: number
   retry?: RetryOptions
   /**
+   * Called once for every failed detached write (`{ detached: true }`), with the same coded
+   * error an awaiting caller would get. Without it such failures are logged at `error` level
+   * (never with document contents). A hook that throws is caught and logged.
+   */
+  onWriteError?: (error: Error, info: WriteErrorInfo) => void
+  /**
    * OpenTelemetry TracerProvider for the bulkWrite spans. Default: the global one of
    * `@opentelemetry/api` when that package is installed; no spans without it.
    */
@@ -98,6 +112,7 @@ export interface ResolvedOptions {
   cache: Required<CacheOptions> | undefined
   logger: Logger | undefined
   tracerProvider: WriteBufferOptions['tracerProvider']
+  onWriteError: WriteBufferOptions['onWriteError']
 }
 
 const MiB = 1024 * 1024
@@ -115,6 +130,12 @@ function milliseconds (name: string, value: unknown): number {
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > 60_000) {
     throw new InvalidOptionError(`${name} must be a number from 0 to 60000, got ${describe(value)}`)
   }
+  return value
+}
+
+function checkFunction<F> (name: string, value: F | undefined): F | undefined {
+  const given: unknown = value
+  if (given !== undefined && typeof given !== 'function') throw new InvalidOptionError(`${name} must be a function, got ${describe(given)}`)
   return value
 }
 
@@ -159,7 +180,7 @@ function checkKnown (name: string, value: object, known: readonly string[]): voi
 }
 
 const KNOWN = ['maxBatchSize', 'maxBatchBytes', 'lingerMs', 'flushIntervalMs', 'maxPending', 'maxPendingBytes', 'onFull',
-  'maxInFlight', 'coalesce', 'writeConcern', 'writeTimeoutMs', 'maxTimeMS', 'closeTimeoutMs', 'retry', 'cache', 'logger', 'tracerProvider'] as const
+  'maxInFlight', 'coalesce', 'writeConcern', 'writeTimeoutMs', 'maxTimeMS', 'closeTimeoutMs', 'retry', 'cache', 'logger', 'tracerProvider', 'onWriteError'] as const
 
 export const WRITE_BUFFER_OPTION_NAMES: readonly string[] = KNOWN
 
@@ -224,5 +245,6 @@ export function resolveOptions (input: unknown): ResolvedOptions {
     cache: resolveCache(o.cache),
     logger,
     tracerProvider: checkTracerProvider(object('tracerProvider', o.tracerProvider)),
+    onWriteError: checkFunction('onWriteError', o.onWriteError),
   }
 }

@@ -14,10 +14,11 @@ import type { TracerProvider } from '@opentelemetry/api'
 import { ReadCache } from './cache/read-cache.js'
 import { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
 import { ErrorCodes, InvalidOptionError, WriteBufferError, type WriteOutcome } from './errors.js'
+import { describeError } from './mongo/driver-errors.js'
 import { DriverRetries } from './mongo/topology.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
 import { validateCollectionName, type WriteOptions } from './write/build-op.js'
-import type { WriteOp, WriteResult } from './write/write-op.js'
+import { METHOD_OF, UPDATE_ONE, type WriteOp, type WriteResult } from './write/write-op.js'
 
 export interface WriteBufferStats {
   /** writes queued + in flight (+ waiting in retry backoff) */
@@ -78,7 +79,7 @@ export class WriteBuffer {
     }
     this.cache = o.cache === undefined ? undefined : new ReadCache(o.cache)
     this.#admission = new Admission(o)
-    const settler = this.#settler = new Settler(this.#admission, this.#flushes, this.cache)
+    const settler = this.#settler = new Settler(this.#admission, this.#flushes, this.cache, (op, err) => { this.#detachedFailed(op, err) })
     this.#aborts = new Aborts(settler)
     const timedOut = (op: WriteOp): void => { settler.reject(op, timeoutError(op)) }
     this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() })
@@ -99,7 +100,7 @@ export class WriteBuffer {
       timedOut,
       busy: () => this.#admission.pending > 0 || this.#admission.waiting > 0,
     })
-    this.cache?.bindKick(() => { this.#dispatcher.sendNow() })
+    this.cache?.bindKick(() => { this.#dispatcher.flushAll() })
   }
 
   /** A driver-like handle whose writes go through the buffer. Same name → same handle. */
@@ -114,9 +115,9 @@ export class WriteBuffer {
     validateCollectionName(name)
     const ordered = options?.ordered ?? false
     if (typeof ordered !== 'boolean') throw new TypeError(`ordered must be a boolean, got ${String(ordered)}`)
-    const queue = new CollectionQueue(name, this.db.collection(name), ordered, this.#dispatcher)
+    const queue = new CollectionQueue(name, this.db.collection(name), ordered, this.#options.coalesce, this.#dispatcher)
     this.#dispatcher.add(queue)
-    const handle = new BufferedCollection(queue.collection, ordered, (op, opts) => this.#submit(queue, op, opts), this.cache)
+    const handle = new BufferedCollection(queue.collection, ordered, (op, opts) => this.#submit(queue, op, opts), this.cache, this.db.options?.pkFactory)
     this.#handles.set(name, handle)
     return handle as unknown as BufferedCollection<TSchema>
   }
@@ -143,7 +144,7 @@ export class WriteBuffer {
   /** Resolves when every write submitted before the call has settled (acknowledged or rejected). */
   flush (): Promise<void> {
     const p = this.#flushes.flush()
-    if (this.#flushes.unsettled > 0) this.#dispatcher.sendNow()
+    if (this.#flushes.unsettled > 0) this.#dispatcher.flushAll()
     return p
   }
 
@@ -194,12 +195,63 @@ export class WriteBuffer {
     }
   }
 
+  /**
+   * A detached write: validated already, queued like any other, no promise. Refusals that an
+   * awaiting caller would get as a rejection at once (closed, full) are thrown here instead.
+   */
+  #submitDetached (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): undefined {
+    if (this.#closed) throw new WriteBufferError(ErrorCodes.CLOSED, 'write buffer is closed', 'not-sent', 0)
+    if (this.#admission.refuses(op, true)) {
+      const { maxPending } = this.#options
+      throw new WriteBufferError(ErrorCodes.FULL, `write buffer is full (${this.#admission.pending} pending, ` +
+        `${this.#admission.waiting} waiting; detached writes wait only up to 2 × maxPending ${maxPending})`, 'not-sent', 0)
+    }
+    op.queue = queue
+    if (this.#tracing.capturing) op.traceLink = this.#tracing.activeSpan()
+    this.#settler.openDetached(op)
+    this.#enter(queue, op, options)
+    return undefined
+  }
+
+  /** A detached write failed: its error goes to onWriteError (or the log) once, after this turn's settling. */
+  #detachedFailed (op: WriteOp, err: Error): void {
+    const { onWriteError, logger } = this.#options
+    const info = { collection: op.queue.name, kind: METHOD_OF[op.kind], detached: true }
+    queueMicrotask(() => {
+      const code = (err as { code?: unknown }).code
+      const outcome = (err as { outcome?: unknown }).outcome
+      const log = (msg: string, cause: unknown): void => {
+        if (logger !== undefined) logger.error({ ...info, code, outcome, err: describeError(cause) }, msg)
+        else process.emitWarning(`${msg}: ${describeError(cause)}`, { code: 'FWB_DETACHED_WRITE_FAILED' })
+      }
+      if (onWriteError === undefined) {
+        log('write buffer: a detached write failed', err)
+        return
+      }
+      try {
+        const r = (onWriteError as (e: Error, i: typeof info) => unknown)(err, info) // it may be async
+        if (r instanceof Promise) r.catch((bug: unknown) => { log('write buffer: onWriteError rejected', bug) })
+      } catch (bug) {
+        log('write buffer: onWriteError threw', bug)
+      }
+    })
+  }
+
   #submit (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): Promise<WriteResult> {
     if (this.#closed) return Promise.reject(new WriteBufferError(ErrorCodes.CLOSED, 'write buffer is closed', 'not-sent', 0))
     op.queue = queue
     if (this.#tracing.capturing) op.traceLink = this.#tracing.activeSpan()
     const promise = this.#settler.open(op)
+    this.#enter(queue, op, options)
+    return promise
+  }
+
+  /** Deadline, abort signal, room, read cache: the same for awaited and detached writes. */
+  #enter (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): void {
     this.#deadlines.start(op, options?.timeoutMs)
+    const linger = options?.lingerMs
+    // only an updateOne can take later writes of its target in: lingering is for those
+    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) op.lingerUntil = Date.now() + linger
     const signal = options?.signal
     if (signal !== undefined && !this.#aborts.watch(op, signal)) {
       this.#settler.reject(op, abortError(0))
@@ -210,6 +262,5 @@ export class WriteBuffer {
     } else {
       this.cache?.noteWrite(queue.name, op) // a read after this call must see it, even while it waits
     }
-    return promise
   }
 }

@@ -24,7 +24,8 @@ export class Aborts {
   }
 
   #abort (op: WriteOp): void {
-    if (op.state === QUEUED && op.attempts === 0) {
+    // a write others were coalesced into carries their updates too: it goes, as if sent
+    if (op.state === QUEUED && op.attempts === 0 && op.coalesced === null) {
       op.queue.forget(op)
       this.settler.reject(op, abortError(0))
     } else if (op.state === WAITING) {

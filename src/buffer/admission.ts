@@ -22,6 +22,19 @@ export class Admission {
   get waiting (): number { return this.#waiting }
 
   /**
+   * Whether `op` is refused at once: the buffer is full and onFull is 'reject'; or, for a
+   * detached write (nobody waits on it, so it cannot wait for room either), the buffer holds
+   * 2 × maxPending writes already, counting those waiting for room.
+   */
+  refuses (op: WriteOp, detached: boolean): boolean {
+    const { maxPending, maxPendingBytes, onFullReject } = this.limits
+    const full = this.#waiting > 0 || this.#pending >= maxPending ||
+      (this.#pending > 0 && this.#pendingBytes + op.bytes > maxPendingBytes)
+    if (!full) return false
+    return onFullReject || (detached && this.#pending + this.#waiting >= 2 * maxPending)
+  }
+
+  /**
    * Admits `op` into its queue, or makes it wait for room. Returns false when the buffer is
    * full and onFull is 'reject' (the op is left untouched for the caller to refuse).
    */

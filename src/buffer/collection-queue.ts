@@ -12,6 +12,9 @@ export interface QueueListener {
 /** Limits of one take. */
 export interface BatchLimits { maxCount: number, maxBytes: number, coalesce: boolean }
 
+/** Lingering writes are taken once their linger ended, or at once when the buffer is flushing. */
+export interface TakeMoment { now: number, flushing: boolean }
+
 /**
  * The queue of one collection and the rule that picks a batch from it.
  *
@@ -45,11 +48,21 @@ export class CollectionQueue {
   readonly #freshOut = new Set<Batch>()
   /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
   #nonEmptySince = 0
+  /**
+   * Target → the lingering write (per-write `lingerMs`) later writes of that target coalesce
+   * into as they are pushed. Dropped when a write of that target cannot coalesce into it (then
+   * later ones must not jump over that one) or once it is taken.
+   */
+  readonly #lingering = new Map<string, WriteOp>()
+  /** earliest end of a linger among the writes the last take left queued; 0 = none */
+  #lingerEnd = 0
 
   constructor (
     readonly name: string,
     readonly collection: Collection,
     readonly ordered: boolean,
+    /** coalesce writes into a lingering one as they are pushed */
+    readonly coalesce: boolean,
     readonly listener: QueueListener
   ) {}
 
@@ -61,8 +74,11 @@ export class CollectionQueue {
   get inFlight (): number { return this.#inFlight }
   /** writes coalesced into an earlier one (stats) */
   get coalesced (): number { return this.#coalesced }
+  /** Date.now() when the earliest linger of a write left queued ends; 0 = none */
+  get lingerEnd (): number { return this.#lingerEnd }
 
   push (op: WriteOp): void {
+    if ((this.#lingering.size > 0 || op.lingerUntil > 0) && !this.ordered && this.#joinLingering(op)) return
     if (this.#size === 0) this.#nonEmptySince = performance.now()
     if (!op.fresh) this.#freshOnly = false
     this.#items.push(op)
@@ -71,8 +87,25 @@ export class CollectionQueue {
     this.listener.queued(this)
   }
 
+  /** Coalesces `op` into the lingering write of its target if it can; returns whether it did. */
+  #joinLingering (op: WriteOp): boolean {
+    const target = op.target
+    const leader = this.#lingering.get(target)
+    if (leader !== undefined) {
+      if (this.coalesce && leader.state === QUEUED && !leader.alone && !op.alone && tryCoalesce(leader, op)) {
+        this.#coalesced++
+        this.listener.queued(this)
+        return true
+      }
+      this.#lingering.delete(target)
+    }
+    if (op.lingerUntil > 0) this.#lingering.set(target, op)
+    return false
+  }
+
   /** The op left the queue without being taken (aborted, expired). */
   forget (op: WriteOp): void {
+    if (op.lingerUntil > 0 && this.#lingering.get(op.target) === op) this.#lingering.delete(op.target)
     this.#size--
     this.#bytes -= op.bytes
   }
@@ -81,10 +114,12 @@ export class CollectionQueue {
    * Picks the next batch: ops of one write command (insert / update / delete), at most
    * `maxCount` ops and about `maxBytes`. Ops past their deadline go to `expired`.
    */
-  take (limits: BatchLimits, now: number, expired: WriteOp[]): Batch | null {
+  take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
+    const now = at.now
     if (this.ordered && this.#out > 0) return null
     if (this.#freshOnly && !this.ordered) return this.#takeFresh(limits, now, expired)
     if (this.#freshOut.size > 0) this.#holdFreshOut()
+    this.#lingerEnd = 0
     const { maxCount, maxBytes, coalesce } = limits
     const items = this.#items
     const end = items.length
@@ -100,6 +135,15 @@ export class CollectionQueue {
       if (ops !== null && (ops.length >= maxCount || bytes + op.bytes > maxBytes)) break
       const target = op.target
       const c = COMMAND_OF[op.kind] as number
+      if (op.lingerUntil > now && !at.flushing) {
+        // still waiting for company of its own target: it stays, and so do later writes of that target
+        if (this.ordered) break
+        if (this.#lingerEnd === 0 || op.lingerUntil < this.#lingerEnd) this.#lingerEnd = op.lingerUntil
+        ;(kept ??= []).push(op)
+        ;(blocked ??= new Set()).add(target)
+        continue
+      }
+      if (op.lingerUntil > 0 && this.#lingering.get(target) === op) this.#lingering.delete(target)
       const holder = this.ordered ? undefined : this.#held.get(target)
       if (this.ordered) {
         // strict submission order: a run of one command from the head
@@ -248,6 +292,8 @@ export class CollectionQueue {
 
   /** Removes and returns every op still queued (close() timed out). */
   removeAll (): WriteOp[] {
+    this.#lingering.clear()
+    this.#lingerEnd = 0
     const out: WriteOp[] = []
     for (let i = this.#head; i < this.#items.length; i++) {
       const op = this.#items[i] as WriteOp

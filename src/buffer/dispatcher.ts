@@ -48,7 +48,11 @@ export class Dispatcher implements QueueListener {
   #nextQueue = 0
   #inFlight = 0
   #due = false
+  /** due, lingering writes included (flush, close) */
+  #flushing = false
   #pumpScheduled = false
+  #lingerTimer: NodeJS.Timeout | null = null
+  #lingerAt = 0
   #turnEndScheduled = false
   #timer: NodeJS.Timeout | null = null
   #timerArmed = false
@@ -73,6 +77,13 @@ export class Dispatcher implements QueueListener {
     this.sendNow()
   })
 
+  readonly #lingerTask = AsyncResource.bind((): void => {
+    this.#lingerTimer = null
+    this.#lingerAt = 0
+    this.#due = true
+    this.#schedulePump()
+  })
+
   constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
     this.#adaptive = options.lingerMs === 0
   }
@@ -95,7 +106,13 @@ export class Dispatcher implements QueueListener {
     }
   }
 
-  /** Send everything queued as soon as slots allow (flush, close, retries, cache misses). */
+  /** Send everything queued, lingering writes too, as soon as slots allow (flush, close, a read that must see them). */
+  flushAll (): void {
+    this.#flushing = true
+    this.sendNow()
+  }
+
+  /** Send everything queued as soon as slots allow (a retry's wait ended, the linger timer). */
   sendNow (): void {
     if (this.#timerArmed && this.#timer !== null) {
       // a cleared timer cannot be refresh()ed back to life: drop it, #armTimer makes a new one
@@ -120,6 +137,8 @@ export class Dispatcher implements QueueListener {
     if (this.#timer !== null) clearTimeout(this.#timer)
     this.#timer = null
     this.#timerArmed = false
+    if (this.#lingerTimer !== null) clearTimeout(this.#lingerTimer)
+    this.#lingerTimer = null
   }
 
   #full (queue: CollectionQueue): boolean {
@@ -172,7 +191,7 @@ export class Dispatcher implements QueueListener {
   #pump (): void {
     const { maxInFlight } = this.options
     const expired: WriteOp[] = []
-    const now = Date.now()
+    const at = { now: Date.now(), flushing: this.#flushing }
     let progress = true
     while (progress && this.#inFlight < maxInFlight) {
       progress = false
@@ -181,7 +200,7 @@ export class Dispatcher implements QueueListener {
       for (let i = 0; i < n && this.#inFlight < maxInFlight; i++) {
         const queue = this.#queues[(this.#nextQueue + i) % n] as CollectionQueue
         if (queue.size === 0) continue
-        const batch = this.#due || this.#ready(queue) ? queue.take(this.options, now, expired) : null
+        const batch = this.#due || this.#ready(queue) ? queue.take(this.options, at, expired) : null
         queued += queue.size
         if (batch !== null) {
           this.#inFlight++
@@ -192,8 +211,22 @@ export class Dispatcher implements QueueListener {
       }
       this.#nextQueue++
       // due ends when nothing is left; what is left otherwise waits behind writes that are out
-      if (queued === 0) this.#due = false
+      if (queued === 0) this.#due = this.#flushing = false
     }
+    this.#armLinger()
     for (const op of expired) this.hooks.timedOut(op)
+  }
+
+  /** Wakes the pump when the earliest linger of a write left queued ends. */
+  #armLinger (): void {
+    let end = 0
+    for (const queue of this.#queues) {
+      const e = queue.size > 0 ? queue.lingerEnd : 0
+      if (e > 0 && (end === 0 || e < end)) end = e
+    }
+    if (end === 0 || (this.#lingerTimer !== null && this.#lingerAt <= end)) return
+    if (this.#lingerTimer !== null) clearTimeout(this.#lingerTimer)
+    this.#lingerAt = end
+    this.#lingerTimer = setTimeout(this.#lingerTask, Math.max(0, end - Date.now()))
   }
 }

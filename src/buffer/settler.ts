@@ -6,6 +6,7 @@ import type { Admission } from './admission.js'
 import type { FlushTracker } from './flush-tracker.js'
 
 const EMPTY: Readonly<Record<string, never>> = Object.freeze({})
+const ignore = (): void => {}
 
 // One executor for every write's promise (it runs synchronously inside `new Promise`),
 // instead of a fresh closure per write.
@@ -33,7 +34,9 @@ export class Settler {
   constructor (
     readonly admission: Admission,
     readonly flushes: FlushTracker,
-    readonly cache: ReadCache | undefined
+    readonly cache: ReadCache | undefined,
+    /** a detached write failed: told once, never with a promise (see WriteBuffer's onWriteError) */
+    readonly detachedFailed: (op: WriteOp, err: Error) => void
   ) {}
 
   /** The promise the caller of `op` awaits. */
@@ -42,6 +45,14 @@ export class Settler {
     const promise = new Promise<WriteResult>(takeResolvers)
     op.epoch = this.flushes.open()
     return promise
+  }
+
+  /** A detached write: no promise exists, so none can go unhandled; a failure goes to `detachedFailed`. */
+  openDetached (op: WriteOp): void {
+    op.detached = true
+    op.resolve = ignore
+    op.reject = err => { this.detachedFailed(op, err) }
+    op.epoch = this.flushes.open()
   }
 
   /** Resolves `op` with `value` and the writes coalesced into it with `{}`; returns how many settled. */

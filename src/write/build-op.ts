@@ -13,6 +13,16 @@ export interface WriteOptions {
   signal?: AbortSignal
   /** Deadline for this write (queue wait + retries), overriding `writeTimeoutMs`. */
   timeoutMs?: number
+  /**
+   * Nobody awaits this write: the method returns undefined (no promise, nothing can go
+   * unhandled) and a failure goes to the buffer's `onWriteError`. Bad input still throws.
+   */
+  detached?: boolean
+  /**
+   * An updateOne may wait up to this long (ms) for later writes to the same document to
+   * coalesce into it; other writes are not held back. flush() and close() send it at once.
+   */
+  lingerMs?: number
 }
 export interface UpdateOptions extends WriteOptions {
   upsert?: boolean
@@ -148,7 +158,11 @@ function checkOptions (input: WriteOptions | undefined, set: OptionSet): void {
   const options: unknown = input
   if (options === undefined) return
   if (typeof options !== 'object' || options === null) throw new InvalidWriteError(`options must be an object, got ${describe(options)}`)
-  const { signal, timeoutMs } = options as { signal?: unknown, timeoutMs?: unknown }
+  const { signal, timeoutMs, detached, lingerMs } = options as { signal?: unknown, timeoutMs?: unknown, detached?: unknown, lingerMs?: unknown }
+  if (detached !== undefined && typeof detached !== 'boolean') throw new InvalidWriteError(`detached must be a boolean, got ${describe(detached)}`)
+  if (lingerMs !== undefined && (typeof lingerMs !== 'number' || !(lingerMs >= 0) || lingerMs > 60_000)) {
+    throw new InvalidWriteError(`lingerMs must be a number from 0 to 60000, got ${describe(lingerMs)}`)
+  }
   if (signal !== undefined && (typeof signal !== 'object' || signal === null || typeof (signal as AbortSignal).addEventListener !== 'function')) {
     throw new InvalidWriteError(`signal must be an AbortSignal, got ${describe(signal)}`)
   }

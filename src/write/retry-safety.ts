@@ -2,7 +2,8 @@ import type { Document } from 'mongodb'
 import { touchesFilter } from './paths.js'
 import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteOp } from './write-op.js'
 
-const IDEMPOTENT_OPERATORS = new Set(['$set', '$unset', '$setOnInsert'])
+// applying one of these twice leaves the document as applying it once ($inc, $push do not)
+const IDEMPOTENT_OPERATORS = new Set(['$set', '$unset', '$setOnInsert', '$max', '$min', '$addToSet'])
 
 function onlyId (filter: Document): boolean {
   let n = 0
@@ -16,7 +17,7 @@ function onlyId (filter: Document): boolean {
 /**
  * Whether sending this write again can never apply it twice:
  * - inserts: their _id is fixed before queuing, so a second copy is a duplicate-key error;
- * - updates made only of $set / $unset / $setOnInsert whose paths do not touch the filter
+ * - updates made only of $set / $unset / $setOnInsert / $max / $min / $addToSet whose paths do not touch the filter
  *   (an updateOne whose $set changes a filtered field would select another document the
  *   second time);
  * - deleteMany, and deleteOne / replaceOne by `_id` alone.

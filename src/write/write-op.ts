@@ -11,8 +11,8 @@ export const DELETE_ONE = 4
 export const DELETE_MANY = 5
 export type Kind = 0 | 1 | 2 | 3 | 4 | 5
 
-/** The key of each kind's bulkWrite model, by kind. */
-const MODEL_KEYS = ['insertOne', 'updateOne', 'updateMany', 'replaceOne', 'deleteOne', 'deleteMany'] as const
+/** The key of each kind's bulkWrite model — also the name of the method that made it — by kind. */
+export const METHOD_OF = ['insertOne', 'updateOne', 'updateMany', 'replaceOne', 'deleteOne', 'deleteMany'] as const
 
 /**
  * The group a kind travels in; a batch holds one group. The server runs one write command
@@ -77,6 +77,10 @@ export class WriteOp {
   alone = false
   /** the queue of its collection; set when it is submitted, before anything reads it */
   queue!: CollectionQueue
+  /** nobody awaits it: its failure goes to onWriteError (see Settler) */
+  detached = false
+  /** Date.now() until which it waits for later same-target writes to coalesce into it; 0 = none */
+  lingerUntil = 0
   /** the span active when it was queued, while tracing records spans */
   traceLink: TraceLink | undefined = undefined
   signal: AbortSignal | null = null
@@ -108,7 +112,7 @@ export class WriteOp {
 
   /** the op's body inside its bulkWrite model (mutable: coalescing rewrites `update`) */
   get body (): WriteBody {
-    return (this.model as unknown as Record<string, WriteBody>)[MODEL_KEYS[this.kind]] as WriteBody
+    return (this.model as unknown as Record<string, WriteBody>)[METHOD_OF[this.kind]] as WriteBody
   }
 
   /** a generated-_id insert: cannot collide with any other write (the queue's fast path) */
