@@ -1,4 +1,4 @@
-import type { Collection, Document, Filter, FindOptions, OptionalUnlessRequiredId, UpdateFilter, WithoutId } from 'mongodb'
+import type { Collection, Document, Filter, FindOptions, InferIdType, OptionalUnlessRequiredId, UpdateFilter, WithoutId } from 'mongodb'
 import type { ReadCache } from './cache/read-cache.js'
 import {
   buildDelete, buildInsert, buildReplace, buildUpdate,
@@ -17,6 +17,20 @@ export interface CollectionOptions {
 /** Default schema: any document, any `_id` type (the driver's default pins `_id` to ObjectId in filters). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export interface AnyDocument extends Document { _id?: any }
+
+/**
+ * The `_id` type of a schema, for `insertedId` and `upsertedId`: the driver's `InferIdType`
+ * (the schema's `_id` type, `ObjectId` when it has none), except that a schema whose `_id` is
+ * declared `any` (AnyDocument, the default) gives `any`: its documents may carry any `_id`.
+ */
+export type IdOf<TSchema> = TSchema extends { _id?: infer I } ? (0 extends 1 & I ? I : InferIdType<TSchema>) : InferIdType<TSchema>
+
+/**
+ * What `insertOne` takes: the driver's `OptionalUnlessRequiredId` (`_id` optional unless the
+ * schema requires it), except that a schema whose `_id` is declared `any` (AnyDocument) takes any
+ * `_id` (the driver's type would pin it to `ObjectId`).
+ */
+export type InsertDocument<TSchema> = TSchema extends { _id?: infer I } ? (0 extends 1 & I ? TSchema : OptionalUnlessRequiredId<TSchema>) : OptionalUnlessRequiredId<TSchema>
 
 type Submit = (op: WriteOp, options: WriteOptions | undefined) => Promise<WriteResult>
 
@@ -43,28 +57,28 @@ export class BufferedCollection<TSchema extends Document = AnyDocument> {
 
   get collectionName (): string { return this.collection.collectionName }
 
-  insertOne (doc: OptionalUnlessRequiredId<TSchema>, options?: WriteOptions): Promise<InsertResult> {
+  insertOne (doc: InsertDocument<TSchema>, options?: WriteOptions): Promise<InsertResult<IdOf<TSchema>>> {
     let op: WriteOp
     try { op = buildInsert(doc, options) } catch (err) { return Promise.reject(err) }
-    return this.#submit(op, options) as Promise<InsertResult>
+    return this.#submit(op, options) as Promise<InsertResult<IdOf<TSchema>>>
   }
 
-  updateOne (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult> {
+  updateOne (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult<IdOf<TSchema>>> {
     let op: WriteOp
     try { op = buildUpdate(false, filter, update, options) } catch (err) { return Promise.reject(err) }
-    return this.#submit(op, options) as Promise<UpdateResult>
+    return this.#submit(op, options) as Promise<UpdateResult<IdOf<TSchema>>>
   }
 
-  updateMany (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult> {
+  updateMany (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult<IdOf<TSchema>>> {
     let op: WriteOp
     try { op = buildUpdate(true, filter, update, options) } catch (err) { return Promise.reject(err) }
-    return this.#submit(op, options) as Promise<UpdateResult>
+    return this.#submit(op, options) as Promise<UpdateResult<IdOf<TSchema>>>
   }
 
-  replaceOne (filter: Filter<TSchema>, replacement: WithoutId<TSchema>, options?: ReplaceOptions): Promise<UpdateResult> {
+  replaceOne (filter: Filter<TSchema>, replacement: WithoutId<TSchema>, options?: ReplaceOptions): Promise<UpdateResult<IdOf<TSchema>>> {
     let op: WriteOp
     try { op = buildReplace(filter, replacement, options) } catch (err) { return Promise.reject(err) }
-    return this.#submit(op, options) as Promise<UpdateResult>
+    return this.#submit(op, options) as Promise<UpdateResult<IdOf<TSchema>>>
   }
 
   deleteOne (filter: Filter<TSchema>, options?: DeleteOptions): Promise<DeleteResult> {
