@@ -9,10 +9,12 @@ import { targetOf } from '../write/target.js'
 
 export type Filter = Document
 
-// sift is CommonJS: at run time its default import is the function its types call `default`
-const sift = siftImport as unknown as typeof siftImport.default
-
 export type Matcher = (doc: unknown) => boolean
+
+// sift is CommonJS whose module.exports is the matcher factory itself: that is the default
+// import at run time in both builds (ESM, and CommonJS through esModuleInterop), whatever its
+// types say (they differ between the two module resolutions), so it is typed here.
+const sift = siftImport as unknown as (query: Filter) => Matcher
 
 /** Compiles a filter once; throws on an operator the matcher cannot follow. */
 export function compile (filter: Filter): Matcher {
