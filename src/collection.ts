@@ -1,4 +1,4 @@
-import type { Collection, Document, Filter, FindOptions, OptionalUnlessRequiredId, PkFactory, UpdateFilter, WithoutId } from 'mongodb'
+import type { Collection, Document, Filter, FindOptions, InferIdType, OptionalUnlessRequiredId, PkFactory, UpdateFilter, WithoutId } from 'mongodb'
 import type { ReadCache } from './cache/read-cache.js'
 import {
   buildDelete, buildInsert, buildReplace, buildUpdate, customPkFactory,
@@ -18,16 +18,39 @@ export interface CollectionOptions {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export interface AnyDocument extends Document { _id?: any }
 
+/**
+ * The `_id` type of a schema, for `insertedId` and `upsertedId`: the driver's `InferIdType`
+ * (the schema's `_id` type, `ObjectId` when it has none), except that a schema whose `_id` is
+ * declared `any` (AnyDocument, the default) gives `any`: its documents may carry any `_id`.
+ */
+export type IdOf<TSchema> = TSchema extends { _id?: infer I } ? (0 extends 1 & I ? I : InferIdType<TSchema>) : InferIdType<TSchema>
+
+/**
+ * What `insertOne` takes: the driver's `OptionalUnlessRequiredId` (`_id` optional unless the
+ * schema requires it), except that a schema whose `_id` is declared `any` (AnyDocument) takes any
+ * `_id` (the driver's type would pin it to `ObjectId`).
+ */
+export type InsertDocument<TSchema> = TSchema extends { _id?: infer I } ? (0 extends 1 & I ? TSchema : OptionalUnlessRequiredId<TSchema>) : OptionalUnlessRequiredId<TSchema>
+
+/** A write's options with `detached: true`: the method returns undefined. */
+export type Detached<O> = O & { detached: true }
+/** A write's options without `detached: true`: the method returns a promise. */
+export type NotDetached<O> = O & { detached?: false }
+
 type Submit = (op: WriteOp, options: WriteOptions | undefined) => Promise<WriteResult>
+type SubmitDetached = (op: WriteOp, options: WriteOptions) => void
 
 /**
  * Driver-like handle: each write resolves when its own batch is acknowledged.
  * Per-op matched/modified counts do not exist inside one bulkWrite (the server reports
  * totals), so update results carry only `upsertedId` when this write upserted.
  * Bad input rejects at once (InvalidWriteError, a TypeError) and never joins a batch.
+ * With `{ detached: true }` a write returns undefined instead of a promise: bad input then
+ * throws, and a later failure goes to the buffer's `onWriteError`.
  */
 export class BufferedCollection<TSchema extends Document = AnyDocument> {
   readonly #submit: Submit
+  readonly #submitDetached: SubmitDetached
   readonly #cache: ReadCache | undefined
   /** the client's own pkFactory, read once; undefined for the driver's default (ObjectIds) */
   readonly #pkFactory: PkFactory | undefined
@@ -37,51 +60,64 @@ export class BufferedCollection<TSchema extends Document = AnyDocument> {
     readonly collection: Collection<TSchema>,
     readonly ordered: boolean,
     submit: Submit,
+    submitDetached: SubmitDetached,
     cache: ReadCache | undefined,
     /** the Db's pkFactory (`db.options.pkFactory`: the client's unless the Db has its own) */
     pkFactory?: unknown
   ) {
     this.#submit = submit
+    this.#submitDetached = submitDetached
     this.#cache = cache
     this.#pkFactory = customPkFactory(pkFactory)
   }
 
   get collectionName (): string { return this.collection.collectionName }
 
-  insertOne (doc: OptionalUnlessRequiredId<TSchema>, options?: WriteOptions): Promise<InsertResult> {
-    let op: WriteOp
-    try { op = buildInsert(doc, options, this.#pkFactory) } catch (err) { return Promise.reject(err) }
-    return this.#submit(op, options) as Promise<InsertResult>
+  insertOne (doc: InsertDocument<TSchema>, options: Detached<WriteOptions>): undefined
+  insertOne (doc: InsertDocument<TSchema>, options?: NotDetached<WriteOptions>): Promise<InsertResult<IdOf<TSchema>>>
+  insertOne (doc: InsertDocument<TSchema>, options?: WriteOptions): Promise<InsertResult<IdOf<TSchema>>> | undefined {
+    return this.#write(() => buildInsert(doc, options, this.#pkFactory), options) as Promise<InsertResult<IdOf<TSchema>>> | undefined
   }
 
-  updateOne (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult> {
-    let op: WriteOp
-    try { op = buildUpdate(false, filter, update, options) } catch (err) { return Promise.reject(err) }
-    return this.#submit(op, options) as Promise<UpdateResult>
+  updateOne (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options: Detached<UpdateOptions>): undefined
+  updateOne (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: NotDetached<UpdateOptions>): Promise<UpdateResult<IdOf<TSchema>>>
+  updateOne (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult<IdOf<TSchema>>> | undefined {
+    return this.#write(() => buildUpdate(false, filter, update, options), options) as Promise<UpdateResult<IdOf<TSchema>>> | undefined
   }
 
-  updateMany (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult> {
-    let op: WriteOp
-    try { op = buildUpdate(true, filter, update, options) } catch (err) { return Promise.reject(err) }
-    return this.#submit(op, options) as Promise<UpdateResult>
+  updateMany (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options: Detached<UpdateOptions>): undefined
+  updateMany (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: NotDetached<UpdateOptions>): Promise<UpdateResult<IdOf<TSchema>>>
+  updateMany (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult<IdOf<TSchema>>> | undefined {
+    return this.#write(() => buildUpdate(true, filter, update, options), options) as Promise<UpdateResult<IdOf<TSchema>>> | undefined
   }
 
-  replaceOne (filter: Filter<TSchema>, replacement: WithoutId<TSchema>, options?: ReplaceOptions): Promise<UpdateResult> {
-    let op: WriteOp
-    try { op = buildReplace(filter, replacement, options) } catch (err) { return Promise.reject(err) }
-    return this.#submit(op, options) as Promise<UpdateResult>
+  replaceOne (filter: Filter<TSchema>, replacement: WithoutId<TSchema>, options: Detached<ReplaceOptions>): undefined
+  replaceOne (filter: Filter<TSchema>, replacement: WithoutId<TSchema>, options?: NotDetached<ReplaceOptions>): Promise<UpdateResult<IdOf<TSchema>>>
+  replaceOne (filter: Filter<TSchema>, replacement: WithoutId<TSchema>, options?: ReplaceOptions): Promise<UpdateResult<IdOf<TSchema>>> | undefined {
+    return this.#write(() => buildReplace(filter, replacement, options), options) as Promise<UpdateResult<IdOf<TSchema>>> | undefined
   }
 
-  deleteOne (filter: Filter<TSchema>, options?: DeleteOptions): Promise<DeleteResult> {
-    let op: WriteOp
-    try { op = buildDelete(false, filter, options) } catch (err) { return Promise.reject(err) }
-    return this.#submit(op, options) as Promise<DeleteResult>
+  deleteOne (filter: Filter<TSchema>, options: Detached<DeleteOptions>): undefined
+  deleteOne (filter: Filter<TSchema>, options?: NotDetached<DeleteOptions>): Promise<DeleteResult>
+  deleteOne (filter: Filter<TSchema>, options?: DeleteOptions): Promise<DeleteResult> | undefined {
+    return this.#write(() => buildDelete(false, filter, options), options) as Promise<DeleteResult> | undefined
   }
 
-  deleteMany (filter: Filter<TSchema>, options?: DeleteOptions): Promise<DeleteResult> {
+  deleteMany (filter: Filter<TSchema>, options: Detached<DeleteOptions>): undefined
+  deleteMany (filter: Filter<TSchema>, options?: NotDetached<DeleteOptions>): Promise<DeleteResult>
+  deleteMany (filter: Filter<TSchema>, options?: DeleteOptions): Promise<DeleteResult> | undefined {
+    return this.#write(() => buildDelete(true, filter, options), options) as Promise<DeleteResult> | undefined
+  }
+
+  /** Awaited: bad input rejects the promise. Detached: bad input throws, and nothing is returned. */
+  #write (build: () => WriteOp, options: WriteOptions | undefined): Promise<WriteResult> | undefined {
+    if (options?.detached === true) {
+      this.#submitDetached(build(), options)
+      return undefined
+    }
     let op: WriteOp
-    try { op = buildDelete(true, filter, options) } catch (err) { return Promise.reject(err) }
-    return this.#submit(op, options) as Promise<DeleteResult>
+    try { op = build() } catch (err) { return Promise.reject(err) }
+    return this.#submit(op, options)
   }
 
   /**

@@ -1,12 +1,6 @@
-export { WriteBuffer, type WriteBufferStats } from './write-buffer.js'
-export { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
-export { ReadCache, type ReadCacheStats } from './cache/read-cache.js'
+// `fastify-write-buffer`: the core (also at `fastify-write-buffer/core`, without Fastify) and the plugin.
+export * from './core.js'
 export {
-  ErrorCodes, WriteBufferError, InvalidWriteError, InvalidOptionError, WriteRejectedError, ConnectError,
-  type ErrorCode, type WriteOutcome,
-} from './errors.js'
-export type { WriteBufferOptions, CacheOptions, RetryOptions, Logger } from './options.js'
-export type { WriteOptions, UpdateOptions, ReplaceOptions, DeleteOptions } from './write/build-op.js'
-export type { InsertResult, UpdateResult, DeleteResult, WriteResult } from './write/write-op.js'
-export { BATCH_CHANNEL, type BatchMessage } from './telemetry.js'
-export { default, writeBufferPlugin, type WriteBufferPluginOptions } from './plugin.js'
+  default, writeBufferPlugin,
+  type WriteBufferPluginOptions, type WriteBufferPluginDbOptions, type WriteBufferPluginUrlOptions,
+} from './plugin.js'

@@ -7,20 +7,35 @@ import { releaseWriteSignal, writeSignal } from './request-signal.js'
 import { checkConnection } from './mongo/connect.js'
 import { WriteBuffer } from './write-buffer.js'
 
-export interface WriteBufferPluginOptions extends WriteBufferOptions {
-  /** An existing Db: the plugin never closes its client. */
-  db?: Db
-  /** Or a URL: the plugin creates the MongoClient, owns it and closes it on app.close(). */
-  url?: string
-  /** Database name with `url` (default: the one in the URL). */
-  database?: string
-  clientOptions?: MongoClientOptions
+/** Options every form of the plugin takes: the WriteBuffer's, plus the start-up check. */
+interface PluginCommonOptions extends WriteBufferOptions {
   /**
    * Start-up fails with WRITE_BUFFER_CONNECT_FAILED if the server does not answer a ping
    * within this time (below Fastify's 10 s plugin timeout). 0 skips the check. Default 5,000.
    */
   connectTimeoutMs?: number
 }
+
+/** An existing Db: the plugin never closes its client. */
+export interface WriteBufferPluginDbOptions extends PluginCommonOptions {
+  db: Db
+  url?: never
+  database?: never
+  clientOptions?: never
+}
+
+/** A URL: the plugin creates the MongoClient, owns it and closes it on app.close(). */
+export interface WriteBufferPluginUrlOptions extends PluginCommonOptions {
+  db?: never
+  /** mongodb:// or mongodb+srv:// */
+  url: string
+  /** Database name (default: the one in the URL). */
+  database?: string
+  clientOptions?: MongoClientOptions
+}
+
+/** Exactly one of `{ db }` or `{ url, database?, clientOptions? }`, with any WriteBuffer option. */
+export type WriteBufferPluginOptions = WriteBufferPluginDbOptions | WriteBufferPluginUrlOptions
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -80,7 +95,7 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
   } else {
     // server selection gives up within connectTimeoutMs too, unless the user chose otherwise
     const selection = connectTimeoutMs > 0 ? { serverSelectionTimeoutMS: connectTimeoutMs } : {}
-    client = new MongoClient(url as string, { ...selection, ...clientOptions })
+    client = new MongoClient(url, { ...selection, ...clientOptions })
     target = client.db(database)
   }
 

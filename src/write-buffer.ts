@@ -117,7 +117,8 @@ export class WriteBuffer {
     if (typeof ordered !== 'boolean') throw new TypeError(`ordered must be a boolean, got ${String(ordered)}`)
     const queue = new CollectionQueue(name, this.db.collection(name), ordered, this.#options.coalesce, this.#dispatcher)
     this.#dispatcher.add(queue)
-    const handle = new BufferedCollection(queue.collection, ordered, (op, opts) => this.#submit(queue, op, opts), this.cache, this.db.options?.pkFactory)
+    const handle = new BufferedCollection(queue.collection, ordered, (op, opts) => this.#submit(queue, op, opts),
+      (op, opts) => { this.#submitDetached(queue, op, opts) }, this.cache, this.db.options?.pkFactory)
     this.#handles.set(name, handle)
     return handle as unknown as BufferedCollection<TSchema>
   }
@@ -199,7 +200,7 @@ export class WriteBuffer {
    * A detached write: validated already, queued like any other, no promise. Refusals that an
    * awaiting caller would get as a rejection at once (closed, full) are thrown here instead.
    */
-  #submitDetached (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): undefined {
+  #submitDetached (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): void {
     if (this.#closed) throw new WriteBufferError(ErrorCodes.CLOSED, 'write buffer is closed', 'not-sent', 0)
     if (this.#admission.refuses(op, true)) {
       const { maxPending } = this.#options
@@ -210,7 +211,6 @@ export class WriteBuffer {
     if (this.#tracing.capturing) op.traceLink = this.#tracing.activeSpan()
     this.#settler.openDetached(op)
     this.#enter(queue, op, options)
-    return undefined
   }
 
   /** A detached write failed: its error goes to onWriteError (or the log) once, after this turn's settling. */

@@ -50,10 +50,15 @@ export interface WriteBody {
 /** The span context a write was queued under (an OpenTelemetry SpanContext), to link its batch to. */
 export interface TraceLink { traceId: string, spanId: string, traceFlags: number }
 
-export interface InsertResult { insertedId: unknown }
-export interface UpdateResult { upsertedId?: unknown }
+/**
+ * What a write resolves to. `TId` is the collection's `_id` type: a handle's methods give
+ * `IdOf<TSchema>` (see collection.ts); the buffer itself handles ids as `unknown`.
+ */
+export interface InsertResult<TId = unknown> { insertedId: TId }
+/** `upsertedId` only when this write upserted (per-op matched/modified counts do not exist in a bulkWrite). */
+export interface UpdateResult<TId = unknown> { upsertedId?: TId }
 export type DeleteResult = Record<string, never>
-export type WriteResult = InsertResult | UpdateResult | DeleteResult
+export type WriteResult<TId = unknown> = InsertResult<TId> | UpdateResult<TId> | DeleteResult
 
 /**
  * One write of one caller. A class (not object literals) so every op has the same hidden

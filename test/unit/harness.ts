@@ -7,21 +7,22 @@ import {
 import { apply, FakeDb, track, type Settled, type Topology } from './fake-db.js'
 
 /**
- * The buffer's handle with plain `Document` arguments: the driver's types pin the default
- * schema's `_id` to ObjectId in `insertOne`, and these tests use numbers and strings.
+ * The buffer's handle with plain `Document` arguments and `unknown` ids: what these tests
+ * need of it, whatever schema a test has in mind (the default schema's handle fits as is).
  */
+type Awaiting<O> = O & { detached?: false }
 export interface Coll {
   readonly collectionName: string
-  insertOne: (doc: Document, options?: WriteOptions) => Promise<InsertResult>
-  updateOne: (filter: Document, update: Document | Document[], options?: UpdateOptions) => Promise<UpdateResult>
-  updateMany: (filter: Document, update: Document | Document[], options?: UpdateOptions) => Promise<UpdateResult>
-  replaceOne: (filter: Document, replacement: Document, options?: ReplaceOptions) => Promise<UpdateResult>
-  deleteOne: (filter: Document, options?: DeleteOptions) => Promise<DeleteResult>
-  deleteMany: (filter: Document, options?: DeleteOptions) => Promise<DeleteResult>
+  insertOne: (doc: Document, options?: Awaiting<WriteOptions>) => Promise<InsertResult>
+  updateOne: (filter: Document, update: Document | Document[], options?: Awaiting<UpdateOptions>) => Promise<UpdateResult>
+  updateMany: (filter: Document, update: Document | Document[], options?: Awaiting<UpdateOptions>) => Promise<UpdateResult>
+  replaceOne: (filter: Document, replacement: Document, options?: Awaiting<ReplaceOptions>) => Promise<UpdateResult>
+  deleteOne: (filter: Document, options?: Awaiting<DeleteOptions>) => Promise<DeleteResult>
+  deleteMany: (filter: Document, options?: Awaiting<DeleteOptions>) => Promise<DeleteResult>
 }
 
 export function loose (handle: BufferedCollection): Coll {
-  return handle as unknown as Coll
+  return handle
 }
 
 export interface Harness {

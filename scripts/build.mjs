@@ -1,0 +1,26 @@
+// npm run build: one source, two builds by tsc, each with its own declarations.
+//   dist/      ES modules (the package is "type": "module")       ← import
+//   dist/cjs/  CommonJS, marked by dist/cjs/package.json          ← require
+// No bundler: the output is tsc's, file for file, so both builds and their .d.ts mirror src/.
+import { rmSync, writeFileSync } from 'node:fs'
+import { execFile } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+
+const root = fileURLToPath(new URL('..', import.meta.url))
+const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
+
+rmSync(new URL('../dist', import.meta.url), { recursive: true, force: true })
+// the two compilations are independent: run them side by side
+const results = await Promise.allSettled(['tsconfig.build.json', 'tsconfig.build.cjs.json'].map(config =>
+  promisify(execFile)(process.execPath, [tsc, '-p', config], { cwd: root })))
+let failed = false
+for (const r of results) {
+  if (r.status === 'rejected') {
+    failed = true
+    process.stderr.write(`${r.reason.stdout ?? ''}${r.reason.stderr ?? ''}${r.reason.stdout || r.reason.stderr ? '' : r.reason.message}\n`)
+  }
+}
+if (failed) process.exit(1)
+writeFileSync(new URL('../dist/cjs/package.json', import.meta.url), '{ "type": "commonjs" }\n')

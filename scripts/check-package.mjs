@@ -1,0 +1,225 @@
+// The package as users get it (`bash .ci/run` runs this before the tests; about 15 s).
+// Packs it with `npm pack` (which builds it), then, in scratch projects outside the checkout
+// that get the tarball's files and nothing else of the checkout:
+//   1. CommonJS: `require`s the package and its `/core` entry and registers the plugin on a
+//      Fastify instance (a MongoClient that never connects: `connectTimeoutMs: 0`);
+//   2. ESM: `import`s both and registers the plugin from a `url`;
+//   3. TypeScript, strict: every ```ts block of README.md compiles on its own;
+//   4. TypeScript without `fastify` installed: `fastify-write-buffer/core` compiles (ESM and
+//      CommonJS, declarations checked: skipLibCheck off for the package), and runs; the root
+//      entry, which needs Fastify's types, does not compile there (so the check can fail);
+//   5. publint (--strict) and @arethetypeswrong/cli on the tarball: no problems.
+// No network: the scratch projects link the tarball's dependencies and the peers from this
+// checkout's node_modules (as `npm ci` left them) instead of installing them.
+//
+//   node scripts/check-package.mjs [--keep]   (--keep: leave the scratch folder for a look)
+import { execFile } from 'node:child_process'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { checkReadme, format, typecheck, USER_OPTIONS } from './check-readme.mjs'
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const run = promisify(execFile)
+const keep = process.argv.includes('--keep')
+const started = performance.now()
+const scratch = mkdtempSync(join(tmpdir(), 'fastify-write-buffer-pack-'))
+let passed = 0
+
+async function step (name, fn) {
+  const t0 = performance.now()
+  try {
+    const detail = await fn()
+    passed++
+    console.log(`ok   ${name} (${Math.round(performance.now() - t0)} ms)${detail ? `: ${detail}` : ''}`)
+  } catch (err) {
+    console.log(`FAIL ${name}`)
+    console.error(`${err.stdout ?? ''}${err.stderr ?? ''}${err.stdout || err.stderr ? '' : err.stack}`)
+    console.error(`scratch folder kept: ${scratch}`)
+    process.exit(1)
+  }
+}
+
+/** A command's output; rejects with it when the command exits non-zero. */
+function sh (file, args, options = {}) {
+  return run(file, args, { maxBuffer: 64 * 1024 * 1024, shell: process.platform === 'win32' && file === 'npm', ...options })
+}
+
+/** Runs a package's bin from this checkout's node_modules with node. */
+function bin (pkg, name, args, options) {
+  const dir = join(root, 'node_modules', pkg)
+  const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'))
+  const rel = typeof manifest.bin === 'string' ? manifest.bin : manifest.bin[name]
+  return sh(process.execPath, [join(dir, rel), ...args], options)
+}
+
+/** Links `name` in `dir`/node_modules to this checkout's copy (as `npm ci` installed it). */
+function link (dir, name) {
+  const target = join(root, 'node_modules', name)
+  if (!existsSync(target)) throw new Error(`${name} is not in ${join(root, 'node_modules')}: run npm ci first`)
+  const at = join(dir, 'node_modules', name)
+  mkdirSync(dirname(at), { recursive: true })
+  symlinkSync(target, at, process.platform === 'win32' ? 'junction' : 'dir')
+}
+
+/**
+ * A scratch project: the unpacked tarball as node_modules/fastify-write-buffer (a copy of its
+ * own, so nothing resolves through the checkout), its declared dependencies and `extra` linked.
+ */
+function project (name, unpacked, extra) {
+  const dir = join(scratch, name)
+  mkdirSync(join(dir, 'node_modules'), { recursive: true })
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: `check-${name}`, private: true, type: 'module' }, null, 2))
+  cpSync(unpacked, join(dir, 'node_modules', 'fastify-write-buffer'), { recursive: true })
+  const manifest = JSON.parse(readFileSync(join(unpacked, 'package.json'), 'utf8'))
+  for (const dep of [...Object.keys(manifest.dependencies ?? {}), ...extra]) link(dir, dep)
+  return dir
+}
+
+let tarball, unpacked, app, coreOnly
+
+await step('npm pack (prepack builds dist/)', async () => {
+  await sh('npm', ['pack', '--pack-destination', scratch, '--loglevel', 'warn'], { cwd: root })
+  const name = readdirSync(scratch).find(f => f.endsWith('.tgz'))
+  if (name === undefined) throw new Error('npm pack wrote no tarball')
+  tarball = join(scratch, name)
+  await sh('tar', ['-xzf', name, '-C', scratch], { cwd: scratch })
+  unpacked = join(scratch, 'unpacked')
+  renameSync(join(scratch, 'package'), unpacked)
+  const files = (dir) => readdirSync(dir, { recursive: true, withFileTypes: true }).filter(d => d.isFile()).length
+  return `${name}, ${files(unpacked)} files`
+})
+
+await step('scratch projects', async () => {
+  app = project('app', unpacked, ['fastify', 'mongodb', '@types/node'])
+  coreOnly = project('core-only', unpacked, ['mongodb', '@types/node'])
+  // the point of the second project: Fastify must be out of reach from it
+  const resolveThere = createRequire(join(coreOnly, 'index.js')).resolve
+  let found = null
+  try { found = resolveThere('fastify') } catch {}
+  if (found !== null) throw new Error(`fastify resolves from ${coreOnly}: ${found}`)
+  return scratch
+})
+
+await step('CommonJS: require() + register the plugin', async () => {
+  writeFileSync(join(app, 'require.cjs'), `'use strict'
+const assert = require('node:assert/strict')
+const { join } = require('node:path')
+const Fastify = require('fastify')
+const { MongoClient } = require('mongodb')
+const writeBuffer = require('fastify-write-buffer')
+const core = require('fastify-write-buffer/core')
+
+assert.ok(require.resolve('fastify-write-buffer').endsWith(join('dist', 'cjs', 'index.js')))
+assert.equal(typeof writeBuffer.writeBufferPlugin, 'function')
+assert.equal(writeBuffer.default, writeBuffer.writeBufferPlugin)
+assert.equal(core.WriteBuffer, writeBuffer.WriteBuffer, 'one WriteBuffer class per build')
+assert.equal(core.writeBufferPlugin, undefined)
+
+async function main () {
+  // never connected: connectTimeoutMs 0 skips the start-up ping, and nothing is written
+  const client = new MongoClient('mongodb://127.0.0.1:9/')
+  const app = Fastify()
+  await app.register(writeBuffer.writeBufferPlugin, { db: client.db('check'), connectTimeoutMs: 0 })
+  app.get('/', async (request) => ({
+    buffer: app.writeBuffer instanceof core.WriteBuffer,
+    signal: request.writeSignal instanceof AbortSignal,
+  }))
+  assert.deepEqual((await app.inject('/')).json(), { buffer: true, signal: true })
+  await app.close()
+  await client.close()
+
+  // the CommonJS idiom: register the module object itself (Fastify takes its default)
+  const other = Fastify()
+  await other.register(require('fastify-write-buffer'), { url: 'mongodb://127.0.0.1:9/check', connectTimeoutMs: 0 })
+  assert.ok(other.writeBuffer instanceof writeBuffer.WriteBuffer)
+  await other.close()
+}
+main().then(() => console.log('require ok'), (err) => { console.error(err); process.exit(1) })
+`)
+  await sh(process.execPath, ['require.cjs'], { cwd: app })
+})
+
+await step('ESM: import + register the plugin', async () => {
+  writeFileSync(join(app, 'import.mjs'), `import assert from 'node:assert/strict'
+import { fileURLToPath } from 'node:url'
+import Fastify from 'fastify'
+import writeBuffer, { WriteBuffer, writeBufferPlugin } from 'fastify-write-buffer'
+import * as core from 'fastify-write-buffer/core'
+
+assert.ok(fileURLToPath(import.meta.resolve('fastify-write-buffer')).endsWith('dist/index.js'.replaceAll('/', process.platform === 'win32' ? '\\\\' : '/')))
+assert.equal(writeBuffer, writeBufferPlugin)
+assert.equal(core.WriteBuffer, WriteBuffer, 'one WriteBuffer class per build')
+assert.ok(!('default' in core) && !('writeBufferPlugin' in core))
+
+const app = Fastify()
+await app.register(writeBuffer, { url: 'mongodb://127.0.0.1:9/check', connectTimeoutMs: 0 })
+assert.ok(app.writeBuffer instanceof WriteBuffer)
+await app.close()
+console.log('import ok')
+`)
+  await sh(process.execPath, ['import.mjs'], { cwd: app })
+})
+
+await step('TypeScript strict: README ts blocks', async () => {
+  const n = checkReadme({ readme: join(unpacked, 'README.md'), dir: app })
+  return `${n} blocks`
+})
+
+await step('TypeScript without fastify: fastify-write-buffer/core', async () => {
+  const uses = (what) => `import { MongoClient, type ObjectId } from 'mongodb'
+import { WriteBuffer, BATCH_CHANNEL, type InsertResult, type UpdateResult, type WriteBufferOptions } from '${what}'
+
+interface User { name: string, logins: number }
+const options: WriteBufferOptions = { maxBatchSize: 500, cache: { ttlMs: 1_000 } }
+const wb = new WriteBuffer(new MongoClient('mongodb://127.0.0.1:9/').db('check'), options)
+const users = wb.collection<User>('users')
+export const inserted: Promise<InsertResult<ObjectId>> = users.insertOne({ name: 'ann', logins: 0 })
+export const updated: Promise<UpdateResult<ObjectId>> = users.updateOne({ name: 'ann' }, { $inc: { logins: 1 } })
+export const channel: string = BATCH_CHANNEL
+`
+  writeFileSync(join(coreOnly, 'esm.ts'), uses('fastify-write-buffer/core'))
+  writeFileSync(join(coreOnly, 'cjs.cts'), uses('fastify-write-buffer/core'))
+  writeFileSync(join(coreOnly, 'root.ts'), uses('fastify-write-buffer'))
+  // skipLibCheck off: the package's own declarations are checked too (TS2307 for a missing
+  // 'fastify' would show there); other packages' declaration files are not this check's business
+  const options = { ...USER_OPTIONS, skipLibCheck: false }
+  const ours = ({ diagnostics }) => format(diagnostics.filter(d =>
+    d.file === undefined || !/node_modules[\\/](?!fastify-write-buffer[\\/])/.test(d.file.fileName)))
+  const core = typecheck([join(coreOnly, 'esm.ts'), join(coreOnly, 'cjs.cts')], options)
+  const files = core.program.getSourceFiles().map(f => f.fileName)
+  if (!files.some(f => /fastify-write-buffer[\\/]dist[\\/]cjs[\\/]core\.d\.ts$/.test(f)) ||
+      !files.some(f => /fastify-write-buffer[\\/]dist[\\/]core\.d\.ts$/.test(f))) {
+    throw new Error('the program did not load both dist/core.d.ts and dist/cjs/core.d.ts')
+  }
+  if (ours(core) !== '') throw new Error(ours(core))
+  // the control: the root entry needs Fastify's types, so here it must fail, on 'fastify'
+  const rootEntry = typecheck([join(coreOnly, 'root.ts')], options)
+  if (!/Cannot find module 'fastify'/.test(rootEntry.text)) {
+    throw new Error(`the root entry compiled without fastify installed: this check cannot see a missing 'fastify'\n${rootEntry.text}`)
+  }
+  // and at run time
+  writeFileSync(join(coreOnly, 'run.cjs'), "if (require('fastify-write-buffer/core').WriteBuffer.name !== 'WriteBuffer') process.exit(1)\n")
+  writeFileSync(join(coreOnly, 'run.mjs'), "import { WriteBuffer } from 'fastify-write-buffer/core'\nif (WriteBuffer.name !== 'WriteBuffer') process.exit(1)\n")
+  await sh(process.execPath, ['run.cjs'], { cwd: coreOnly })
+  await sh(process.execPath, ['run.mjs'], { cwd: coreOnly })
+  return 'ESM and CommonJS compile and run; the root entry needs fastify (as it should)'
+})
+
+await step('publint --strict', async () => {
+  const { stdout } = await bin('publint', 'publint', ['run', tarball, '--strict'], { cwd: scratch })
+  if (!/All good!/.test(stdout)) throw Object.assign(new Error('publint reported something'), { stdout })
+  return 'All good!'
+})
+
+await step('attw (@arethetypeswrong/cli)', async () => {
+  const { stdout } = await bin('@arethetypeswrong/cli', 'attw', [tarball, '--format', 'table-flipped'], { cwd: scratch })
+  if (!/No problems found/.test(stdout)) throw Object.assign(new Error('attw reported something'), { stdout })
+  return 'No problems found (node10, node16 CJS, node16 ESM, bundler; ".", "./core")'
+})
+
+if (!keep) rmSync(scratch, { recursive: true, force: true })
+console.log(`package check: all ${passed} steps ok (${((performance.now() - started) / 1000).toFixed(1)} s)`)
