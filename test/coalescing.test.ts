@@ -106,7 +106,7 @@ describe('coalescing', () => {
     const c = wb.collection('split')
     const [bad, good] = await Promise.allSettled([
       c.updateOne({ _id: 1 }, { $inc: { s: 1 } }), // $inc on a string: refused
-      c.updateOne({ _id: 1 }, { $set: { ok: true } }),
+      c.updateOne({ _id: 1 }, { $set: { t: true } }), // 't' sorts after 's': it may coalesce
     ])
     expect(wb.stats().batches).toBe(3) // sent merged once, then split: each caller's own update alone
     expect(wb.stats().coalescedOps).toBe(0) // a split merge no longer counts
@@ -114,7 +114,7 @@ describe('coalescing', () => {
     expect((bad as PromiseRejectedResult).reason).toMatchObject({ outcome: 'rejected' })
     expect(typeof ((bad as PromiseRejectedResult).reason as { code: unknown }).code).toBe('number')
     expect(good.status).toBe('fulfilled')
-    expect(await db.collection('split').findOne({ _id: 1 as never })).toEqual({ _id: 1, s: 'text', n: 0, ok: true })
+    expect(await db.collection('split').findOne({ _id: 1 as never })).toEqual({ _id: 1, s: 'text', n: 0, t: true })
     await wb.close()
   })
 

@@ -129,7 +129,7 @@ export class Sender {
    * maxTimeMS bounds. So a late attempt never lands after a later write to its document.
    */
   #wholeFailed (batch: Batch, err: unknown, span: TraceLink | undefined): void {
-    const failure = classify(err, this.driverRetries.mayHaveRetried())
+    const failure = classify(err, this.driverRetries.mayHaveRetried(), this.driverRetries.everConnected())
     const name = batch.queue.name
     const now = Date.now()
     const fenceUntil = failure.outcome === 'unknown' ? now + this.options.maxTimeMS + FENCE_MARGIN_MS : 0

@@ -68,12 +68,12 @@ export function commandRefusal (err: unknown): unknown {
  * the driver's *second* attempt, after a first one that was possibly applied — unless the
  * server labelled it NoWritesPerformed. Such errors are 'unknown' (still transient).
  */
-export function classify (err: unknown, driverMayRetry: boolean): Failure {
+export function classify (err: unknown, driverMayRetry: boolean, everConnected = true): Failure {
   const e = unwrap(err) as MaybeMongoError | null | undefined
   const name = e?.name ?? ''
   const noWrites = e?.hasErrorLabel?.('NoWritesPerformed') === true
   const notSent: WriteOutcome = driverMayRetry && !noWrites ? 'unknown' : 'not-sent'
-  const f = classifyError(e ?? {}, name, notSent)
+  const f = classifyError(e ?? {}, name, notSent, everConnected)
   // belt and braces: a result that shows progress means part of the batch was applied
   const r = (err as { result?: { insertedCount?: number, matchedCount?: number, deletedCount?: number, upsertedCount?: number } } | null | undefined)?.result
   if (f.outcome === 'not-sent' && r !== undefined &&
@@ -83,7 +83,7 @@ export function classify (err: unknown, driverMayRetry: boolean): Failure {
   return f
 }
 
-function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome): Failure {
+function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome, everConnected: boolean): Failure {
   switch (name) {
     case 'MongoServerSelectionError':
     case 'MongoPoolClearedError':
@@ -95,8 +95,9 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome)
     case 'MongoClientClosedError':
     case 'MongoPoolClosedError':
       // the client was closed under us: the command may have been on the wire, and the
-      // server applies what it received (measured: a batch reported so had been applied)
-      return { outcome: 'unknown', transient: false, error: e }
+      // server applies what it received (measured: a batch reported so had been applied) —
+      // unless no server was ever reached (a first connect that failed closes the topology)
+      return { outcome: everConnected ? 'unknown' : 'not-sent', transient: false, error: e }
     case 'MongoNetworkError':
     case 'MongoNetworkTimeoutError':
       return { outcome: 'unknown', transient: true, error: e }

@@ -31,9 +31,18 @@ export class DriverRetries {
   }
 
   mayHaveRetried (): boolean {
-    if (!this.#retryWrites) return false
+    this.#refresh()
+    return this.#retryWrites && this.#known === true
+  }
+
+  /** Whether a server was ever reached: before that, no command can have been sent. */
+  everConnected (): boolean {
+    this.#refresh()
+    return this.#known !== undefined
+  }
+
+  #refresh (): void {
     const servers = this.#client?.topology?.description?.servers
     if (servers !== undefined) for (const server of servers.values()) this.#learn(server.type)
-    return this.#known === true
   }
 }

@@ -3,21 +3,31 @@ import { touchesFilter, overlaps } from './paths.js'
 import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
 
 /**
- * Coalescing: a later same-target `updateOne` made only of $set / $inc / $unset (and
- * $setOnInsert with upsert) is folded into an earlier queued one, which then carries both:
- * $set and $unset last-wins per field, $inc summed; the later write's $setOnInsert is dropped
- * (only the first of a sequence could have inserted, so it is a no-op one by one too).
+ * Coalescing: a later same-target `updateOne` made only of $set / $inc / $unset / $max / $min /
+ * $addToSet (and $setOnInsert with upsert) is folded into an earlier queued one, which then
+ * carries both, so that applying it equals applying the two one after the other:
+ * $set and $unset last-wins per field, $inc summed, $max the larger and $min the smaller of
+ * the two operands (max(max(x, a), b) = max(x, max(a, b))), $addToSet both lists of elements
+ * in order as one `$each`; the later write's $setOnInsert is dropped (only the first of a
+ * sequence could have inserted, so it is a no-op one by one too).
  * Coalescing is refused, and the later write simply waits for the next batch, when:
  * - the two differ in upsert or carry arrayFilters / collation / hint;
  * - a path appears under two operators, or one path is a prefix of another
  *   (`a` vs `a.b`: the server would reject the merged document as a conflict);
- * - an $inc operand is not a plain JS number (Long, Decimal128… keep their exact type);
+ * - an $inc operand is not a plain JS number (Long, Decimal128… keep their exact type); the
+ *   two $max / $min operands are not both finite JS numbers or both Dates (the server's
+ *   cross-type order is not modelled); an $addToSet operand is an object with a $-modifier
+ *   other than $each;
  * - the update document or an operator's operand is not a plain object (see isPlain);
  * - an updated path overlaps a filter field (the second write's filter might then
- *   select a different document than the first one left behind).
+ *   select a different document than the first one left behind);
+ * - the later write touches a path the earlier one does not, and that path does not sort
+ *   after every path the earlier one touches: one update creates its new fields in
+ *   lexicographic order of their names (MongoDB ≥ 5.0), two updates in the order they run,
+ *   so the coalesced document could end with its fields in another order.
  */
 
-const MERGEABLE = new Set(['$set', '$inc', '$unset', '$setOnInsert'])
+const MERGEABLE = new Set(['$set', '$inc', '$unset', '$setOnInsert', '$max', '$min', '$addToSet'])
 
 /**
  * Merging reads an operand's fields with for..in and copies them with a spread: exact only
@@ -31,6 +41,40 @@ function isPlain (v: unknown): boolean {
   if (typeof v !== 'object' || v === null) return false
   const proto: unknown = Object.getPrototypeOf(v)
   return (proto === Object.prototype || proto === null) && typeof (v as { toBSON?: unknown }).toBSON !== 'function'
+}
+
+/** The server's order of field paths: name by name, by code units. */
+function comparePaths (a: string, b: string): number {
+  const x = a.split('.')
+  const y = b.split('.')
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const p = x[i] as string
+    const q = y[i] as string
+    if (p !== q) return p < q ? -1 : 1
+  }
+  return x.length - y.length
+}
+
+/** Whether an update already touches exactly this path. */
+function touched (update: Document, path: string): boolean {
+  for (const op in update) if (Object.hasOwn(update[op] as Document, path)) return true
+  return false
+}
+
+/** Order of two $max/$min operands (negative: a < b), or undefined when not both finite numbers or both Dates. */
+function comparable (a: unknown, b: unknown): number | undefined {
+  if (typeof a === 'number' && typeof b === 'number' && Number.isFinite(a) && Number.isFinite(b)) return a - b
+  if (a instanceof Date && b instanceof Date && !Number.isNaN(a.getTime()) && !Number.isNaN(b.getTime())) return a.getTime() - b.getTime()
+  return undefined
+}
+
+/** The elements an $addToSet operand adds: `{ $each: [...] }` or a single value; undefined for other modifiers. */
+function elementsOf (operand: unknown): unknown[] | undefined {
+  if (typeof operand !== 'object' || operand === null || Array.isArray(operand) || !isPlain(operand)) return [operand]
+  const keys = Object.keys(operand)
+  if (keys.length === 0 || (keys[0] as string).charCodeAt(0) !== 36) return [operand] // a document element
+  const each: unknown = (operand as { $each?: unknown }).$each
+  return keys.length === 1 && Array.isArray(each) ? each : undefined
 }
 
 /** Whether this op could take part in coalescing at all (checked on both sides). */
@@ -58,6 +102,8 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
   const leaderUpdate = lb.update as Document
   const nextUpdate = nb.update as Document
   const current = leaderUpdate
+  let last: string | undefined // the greatest path the merged update touches so far
+  for (const op in current) for (const path in current[op] as Document) if (last === undefined || comparePaths(path, last) > 0) last = path
   // check every path of `next` against every path already present, before changing anything.
   // A later write's $setOnInsert can never apply: after the leader (an upsert) runs, the
   // document exists. So it is left out of the merge entirely.
@@ -65,15 +111,18 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
     if (op === '$setOnInsert') continue
     const fields = nextUpdate[op] as Document
     for (const path in fields) {
+      if (last !== undefined && comparePaths(path, last) < 0 && !touched(current, path)) return false
       for (const op2 in current) {
         const fields2 = current[op2] as Document
         for (const path2 in fields2) {
           if (!overlaps(path, path2)) continue
           if (path !== path2 || op !== op2) return false
           if (op === '$inc' && (typeof fields[path] !== 'number' || typeof fields2[path2] !== 'number')) return false
+          if ((op === '$max' || op === '$min') && comparable(fields[path], fields2[path2]) === undefined) return false
         }
       }
       if (op === '$inc' && typeof fields[path] !== 'number') return false
+      if (op === '$addToSet' && elementsOf(fields[path]) === undefined) return false
     }
   }
   // own copy the first time: the caller's update object is never mutated
@@ -89,8 +138,20 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
     const fields = nextUpdate[op] as Document
     const target = (merged[op] ??= {}) as Document
     for (const path in fields) {
-      if (op === '$inc') target[path] = (target[path] === undefined ? 0 : target[path] as number) + (fields[path] as number)
-      else target[path] = fields[path] as unknown
+      const value: unknown = fields[path]
+      const before: unknown = target[path]
+      if (before === undefined) {
+        target[path] = value
+      } else if (op === '$inc') {
+        target[path] = (before as number) + (value as number)
+      } else if (op === '$max' || op === '$min') {
+        const order = comparable(before, value) as number // checked above
+        target[path] = (op === '$max' ? order < 0 : order > 0) ? value : before
+      } else if (op === '$addToSet') {
+        target[path] = { $each: [...(elementsOf(before) as unknown[]), ...(elementsOf(value) as unknown[])] }
+      } else {
+        target[path] = value
+      }
     }
   }
   ;(leader.coalesced ??= []).push(next)

@@ -7,13 +7,13 @@ import { harness } from './harness.js'
 describe('coalescing', () => {
   it('folds same-target $set/$inc/$unset updateOnes queued together into one model', async () => {
     const { fake, wb, c } = harness()
-    fake.seed('c', { _id: 1, n: 10, a: 0, gone: true })
+    fake.seed('c', { _id: 1, n: 10, a: 0, z: true })
     const updates: Document[] = [
       { $set: { a: 1 } },
       { $inc: { n: 2 } },
-      { $set: { a: 5, b: 1 } },
+      { $set: { a: 5, p: 1 } }, // a new path sorts after every path before it: see coalesce.ts
       { $inc: { n: 3 } },
-      { $unset: { gone: '' } },
+      { $unset: { z: '' } },
     ]
     const copies = structuredClone(updates)
     const writes = updates.map(u => c.updateOne({ _id: 1 }, u))
@@ -22,9 +22,9 @@ describe('coalescing', () => {
     expect(results).toEqual([{}, {}, {}, {}, {}])
     expect(fake.calls).toHaveLength(1)
     expect(fake.calls[0]?.models).toEqual([{
-      updateOne: { filter: { _id: 1 }, update: { $set: { a: 5, b: 1 }, $inc: { n: 5 }, $unset: { gone: '' } } },
+      updateOne: { filter: { _id: 1 }, update: { $set: { a: 5, p: 1 }, $inc: { n: 5 }, $unset: { z: '' } } },
     }])
-    expect(fake.doc('c', 1)).toEqual({ _id: 1, n: 15, a: 5, b: 1 })
+    expect(fake.doc('c', 1)).toEqual({ _id: 1, n: 15, a: 5, p: 1 })
     expect(updates).toEqual(copies) // the callers' update objects are never mutated
     expect(wb.stats()).toMatchObject({ coalescedOps: 4, flushedOps: 5, failedOps: 0, pending: 0, batches: 1 })
   })
@@ -100,21 +100,21 @@ describe('coalescing', () => {
   it('a coalesced op refused by the server is taken apart; each write is retried alone and only the guilty one fails', async () => {
     const { fake, wb, c } = harness()
     fake.seed('c', { _id: 1, n: 0 })
-    // the "server" refuses any update that sets `bad` (a validator, say)
+    // the "server" refuses any update that sets `zbad` (a validator, say)
     const validator: Responder = (call, db) => {
-      const i = call.bodies.findIndex(b => (b.update as Document).$set?.bad !== undefined)
+      const i = call.bodies.findIndex(b => (b.update as Document).$set?.zbad !== undefined)
       if (i >= 0) throw bulkWriteError([{ index: i, code: 121, errmsg: 'Document failed validation' }])
       return apply(call, db)
     }
     fake.fallback = validator
-    const updates: Document[] = [{ $inc: { n: 1 } }, { $set: { bad: true } }, { $inc: { n: 2 } }]
+    const updates: Document[] = [{ $inc: { n: 1 } }, { $set: { zbad: true } }, { $inc: { n: 2 } }]
     const copies = structuredClone(updates)
     const [a, b, d] = await Promise.all(updates.map(u => settle(c.updateOne({ _id: 1 }, u))))
 
     expect(fake.calls.map(call => call.bodies.map(body => body.update as unknown))).toEqual([
-      [{ $inc: { n: 3 }, $set: { bad: true } }], // merged, refused
+      [{ $inc: { n: 3 }, $set: { zbad: true } }], // merged, refused
       [{ $inc: { n: 1 } }], // then one by one, in order
-      [{ $set: { bad: true } }],
+      [{ $set: { zbad: true } }],
       [{ $inc: { n: 2 } }],
     ])
     expect(a).toEqual({ status: 'fulfilled', value: {} })

@@ -84,9 +84,17 @@ describe('the driver\'s rules', () => {
   it('a client closed while the bulkWrite was on the wire: outcome unknown, not "not-sent"', async () => {
     for (const name of ['MongoClientClosedError', 'MongoTopologyClosedError', 'MongoPoolClosedError']) {
       const { db } = fakeDb(() => named(name))
+      // connected before: the command may have been on the wire
+      Object.assign(db, { client: { options: {}, topology: { description: { servers: new Map([['a', { type: 'Standalone' }]]) } } } })
       const results = await Promise.allSettled([new WriteBuffer(db, quick).collection('c').insertOne({ a: 1 })])
       expect(results.map(outcomeOf), name).toEqual(['WRITE_BUFFER_BATCH_FAILED/unknown'])
     }
+  })
+
+  it('a client closed before it ever reached a server (a failed first connect closes the topology): not-sent', async () => {
+    const { db } = fakeDb(() => named('MongoTopologyClosedError'))
+    const results = await Promise.allSettled([new WriteBuffer(db, quick).collection('c').insertOne({ a: 1 })])
+    expect(results.map(outcomeOf)).toEqual(['WRITE_BUFFER_BATCH_FAILED/not-sent'])
   })
 
   it('a server never reached (selection failed, nothing ever connected): not-sent', async () => {

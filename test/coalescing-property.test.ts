@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { BSON, type Db, type Document, type MongoClient } from 'mongodb'
+import { WriteBuffer } from '../src/index.js'
+import { openDb } from './helpers.js'
+
+/**
+ * Coalescing must equal applying the writes one by one: random sequences of same-document
+ * updates ($set, $inc, $unset, $max, $min, $addToSet with and without $each) go through the
+ * buffer (queued together, so they coalesce) into one collection, and one by one through the
+ * driver into another; the documents must end identical.
+ */
+const ROUNDS = Number(process.env.FWB_COALESCE_ROUNDS ?? 30)
+const DOCS = 8
+const WRITES_PER_DOC = 25
+
+let client: MongoClient
+let db: Db
+beforeAll(async () => { ({ client, db } = await openDb('coalesce_prop')) })
+afterAll(async () => { await client.close() })
+
+function prng (seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6D2B79F5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+describe('coalescing equals one-by-one', () => {
+  it(`${ROUNDS} rounds × ${DOCS} documents × ${WRITES_PER_DOC} random updates: merged and unmerged collections end identical`, async () => {
+    const random = prng(7)
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)] as T
+    const num = (): number => Math.floor(random() * 20) - 5
+    const date = (): Date => new Date(1_700_000_000_000 + Math.floor(random() * 10) * 60_000)
+    const tag = (): string => pick(['a', 'b', 'c', 'd'])
+    const update = (): Document => pick<() => Document>([
+      () => ({ $set: { n: num() } }),
+      () => ({ $inc: { n: num() } }),
+      () => ({ $max: { n: num() } }),
+      () => ({ $min: { n: num() } }),
+      () => ({ $max: { d: date() } }),
+      () => ({ $min: { d: date() } }),
+      () => ({ $set: { d: date() } }),
+      () => ({ $addToSet: { tags: tag() } }),
+      () => ({ $addToSet: { tags: { $each: [tag(), tag()] } } }),
+      () => ({ $unset: { tags: '' } }),
+      () => ({ $max: { n: num() }, $addToSet: { tags: tag() } }),
+      () => ({ $inc: { k: 1 }, $min: { d: date() } }),
+    ])()
+    let merges = 0
+    for (let round = 0; round < ROUNDS; round++) {
+      const merged = `merged_${round}`
+      const plain = `plain_${round}`
+      const seed = Array.from({ length: DOCS }, (_, i) => ({ _id: i, n: 0, d: new Date(1_700_000_300_000), tags: ['a'] }))
+      await db.collection(merged).insertMany(seed as never[])
+      await db.collection(plain).insertMany(seed as never[])
+      const wb = new WriteBuffer(db)
+      const c = wb.collection(merged)
+      const sequence: Array<[number, Document]> = []
+      for (let w = 0; w < DOCS * WRITES_PER_DOC; w++) sequence.push([Math.floor(random() * DOCS), update()])
+      await Promise.all(sequence.map(([id, u]) => c.updateOne({ _id: id }, u)))
+      merges += wb.stats().coalescedOps
+      await wb.close()
+      for (const [id, u] of sequence) await db.collection(plain).updateOne({ _id: id as never }, u)
+      const a = await db.collection(merged).find().sort({ _id: 1 }).toArray()
+      const b = await db.collection(plain).find().sort({ _id: 1 }).toArray()
+      expect(BSON.EJSON.stringify(a), `round ${round}`).toBe(BSON.EJSON.stringify(b))
+    }
+    console.log(`coalescing property: ${ROUNDS * DOCS * WRITES_PER_DOC} updates, ${merges} coalesced, documents identical`)
+    expect(merges).toBeGreaterThan(ROUNDS * DOCS * WRITES_PER_DOC / 4)
+  }, 300_000)
+})
