@@ -16,6 +16,7 @@ import { hotPathSuite } from './suites/hot-path.mjs'
 import { httpSuite } from './suites/http.mjs'
 import { loadCurveSuite } from './suites/load-curve.mjs'
 import { loginSuite } from './suites/login.mjs'
+import { loginDetachedSuite } from './suites/login-detached.mjs'
 import { overheadSuite } from './suites/overhead.mjs'
 import { rawSuite } from './suites/raw.mjs'
 import { evaluateTargets } from './targets.mjs'
@@ -39,7 +40,7 @@ const common = { baselineRef: args.baseline }
 const settings = args.quick
   ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 3, loginDurationS: 2, curveDurationS: 1, hotPathOps: 50_000, hotPathPasses: 1, cacheScaleOps: 300 }
   : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, loginDurationS: 10, curveDurationS: 8, hotPathOps: 200_000, hotPathPasses: 3, cacheScaleOps: 2_000 }
-const SUITES = { raw: rawSuite, overhead: overheadSuite, http: httpSuite, loadCurve: loadCurveSuite, login: loginSuite, coalescing: coalescingSuite, cacheScale: cacheScaleSuite, hotPath: hotPathSuite }
+const SUITES = { raw: rawSuite, overhead: overheadSuite, http: httpSuite, loadCurve: loadCurveSuite, login: loginSuite, loginDetached: loginDetachedSuite, coalescing: coalescingSuite, cacheScale: cacheScaleSuite, hotPath: hotPathSuite }
 
 const started = performance.now()
 const report = { mode, startedAt: new Date().toISOString(), durationMs: 0, machine: await machineInfo(uri), suites: {}, targets: [] }

@@ -35,7 +35,7 @@ function curveTargets (loadCurve) {
   ]
 }
 
-export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve, cacheScale }) {
+export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve, cacheScale, loginDetached }) {
   const { noop, naive, buffered, fire } = byKey(http.results)
   const p99Ratio = http.ratios.bufferedP99VsNaive
   const worstOverhead = overhead.comparisons.reduce((a, b) => (b.overheadPct > a.overheadPct ? b : a))
@@ -44,6 +44,15 @@ export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, l
   const slowest = hotPath.results.reduce((a, b) => (b.nsPerOp > a.nsPerOp ? b : a))
   return [
     ...(loadCurve === undefined ? [] : curveTargets(loadCurve)),
+    ...(loginDetached === undefined
+      ? []
+      : [{
+          suite: 'loginDetached',
+          target: 'Login with cache + detached + linger ≥ 5x the same route with awaited driver calls (100 connections)',
+          measured: fmt(loginDetached.ratios.detachedVsNaive, 'x'),
+          met: (loginDetached.ratios.detachedVsNaive ?? 0) >= 5,
+          notes: `update statements per 1k logins: ${loginDetached.results.map(r => `${r.key} ${fmt(r.dbCommandsPer1kWrites)}`).join(', ')}`,
+        }]),
     ...(cacheScale === undefined
       ? []
       : [{

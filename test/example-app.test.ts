@@ -122,6 +122,7 @@ describe('example app, through app.inject', () => {
       expect((await post('/register', { username: 'JOSE\u0301', password: 'another one' })).statusCode).toBe(409)
       expect((await post('/login', { username: nfd, password: 'correct horse' })).statusCode).toBe(200)
       expect((await post('/login', { username: 'JOS\u00c9', password: 'correct horse' })).statusCode).toBe(200)
+      await app.writeBuffer.flush() // the login bookkeeping is detached and lingers
       const stored = await client.db(INJECT_DB).collection('users').findOne({ username: nfc })
       expect(stored).toMatchObject({ username: nfc, logins: 2 })
       expect(await client.db(INJECT_DB).collection('users').countDocuments({ username: nfd })).toBe(0)
@@ -159,8 +160,20 @@ describe('example app, through app.inject', () => {
     const second = await post('/login', { username: 'alice', password: 'correct horse' })
     expect(second.json()).toEqual({ ok: true, logins: 2 })
     expect(second.body).not.toMatch(/passwordHash|salt/)
+    await app.writeBuffer.flush() // the login bookkeeping is detached and lingers
     const stored = await client.db(INJECT_DB).collection('users').findOne({ username: 'alice' })
     expect(stored).toMatchObject({ logins: 2, lastLoginAt: expect.any(Date) })
+    expect(await client.db(INJECT_DB).collection('audit').countDocuments({ kind: 'login', userId: stored?._id })).toBe(2)
+  })
+
+  it('GET /metrics: Prometheus text with the buffer\'s counters and latency quantiles', async () => {
+    const res = await app.inject({ method: 'GET', url: '/metrics' })
+    expect(res.statusCode).toBe(200)
+    expect(res.headers['content-type']).toMatch(/^text\/plain/)
+    expect(res.body).toMatch(/^fwb_pending_writes \d+$/m)
+    expect(res.body).toMatch(/^fwb_bulk_writes_total [1-9]\d*$/m)
+    expect(res.body).toMatch(/^fwb_round_trip_ms\{quantile="0.99"\} [\d.]+$/m)
+    expect(res.body).toMatch(/^fwb_queue_wait_ms_count [1-9]\d*$/m)
   })
 
   it('401 with one message for a wrong password and an unknown user', async () => {

@@ -101,7 +101,14 @@ function cacheScale (s) {
   return { subtitle: 'µs of event-loop time per operation, 10k cached entries (flat is the goal)', rows }
 }
 
-const GROUPS = { raw, overhead, http, loadCurve, login, coalescing, cacheScale, hotPath }
+function loginDetached (s) {
+  return {
+    subtitle: 'req/s at 100 connections; ratio vs awaited driver calls',
+    rows: s.results.map((r, i) => ({ label: r.key === 'naive' ? 'awaited driver calls' : 'cache + detached + linger', value: r.rate, text: `${n(r.rate)} req/s${i === 0 ? '' : ` · ${x(s.ratios.detachedVsNaive)}`} · ${n(r.dbCommandsPer1kWrites)} upd/1k`, kind: i === 0 ? 'base' : 'ours' })),
+  }
+}
+
+const GROUPS = { raw, overhead, http, loadCurve, login, loginDetached, coalescing, cacheScale, hotPath }
 
 export function chartGroups (report) {
   return Object.entries(report.suites).map(([key, suite]) => ({

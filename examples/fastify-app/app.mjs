@@ -5,6 +5,7 @@ import registerRoute from './routes/register.mjs'
 import loginRoute from './routes/login.mjs'
 import eventsRoute from './routes/events.mjs'
 import statsRoute from './routes/stats.mjs'
+import metricsRoute from './routes/metrics.mjs'
 
 /**
  * Builds the example app (not listening yet). The caller owns it: `app.listen()` or
@@ -19,7 +20,13 @@ export async function buildApp ({ mongoUrl, database, logger = false, exposeStat
   boundJsonDepth(app) // a deeply nested body is a 400, not a stack overflow
   hideInternalErrors(app)
   try {
-    await app.register(writeBuffer, { url: mongoUrl, database, cache: { ttlMs: 5000 } })
+    await app.register(writeBuffer, {
+      url: mongoUrl,
+      database,
+      cache: { ttlMs: 5000 },
+      // detached writes (login bookkeeping) that fail: logged once, with the server's code
+      onWriteError: (err, info) => { app.log.error({ ...info, code: err.code, outcome: err.outcome }, 'a detached write failed') },
+    })
     // Index management is not the buffer's job: use the driver directly.
     await app.writeBuffer.db.collection('users').createIndex({ username: 1 }, { unique: true })
   } catch (err) {
@@ -31,5 +38,6 @@ export async function buildApp ({ mongoUrl, database, logger = false, exposeStat
   app.register(loginRoute)
   app.register(eventsRoute)
   if (exposeStats) app.register(statsRoute)
+  app.register(metricsRoute)
   return app
 }

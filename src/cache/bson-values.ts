@@ -115,3 +115,21 @@ export function increment (current: unknown, by: unknown): { kind: Numeric['kind
   }
   return { kind: 'int', value: Number(sum) }
 }
+
+/**
+ * The server's order of two values of one comparable kind — numbers of any BSON type, or two
+ * Dates — negative when a < b; undefined for anything else (the cache then does not decide).
+ */
+export function compareExact (a: unknown, b: unknown): number | undefined {
+  const x = numeric(a)
+  const y = numeric(b)
+  if (x !== undefined && y !== undefined) {
+    if (x.kind !== 'long' && y.kind !== 'long') return x.value - y.value
+    if (x.kind === 'double' && !Number.isInteger(x.value)) return undefined
+    if (y.kind === 'double' && !Number.isInteger(y.value)) return undefined
+    const d = BigInt(x.value) - BigInt(y.value)
+    return d < 0n ? -1 : d > 0n ? 1 : 0
+  }
+  if (a instanceof Date && b instanceof Date) return a.getTime() - b.getTime()
+  return undefined
+}

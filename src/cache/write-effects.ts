@@ -1,7 +1,7 @@
 import { BSON, Double, Int32, Long } from 'mongodb'
 import type { Document } from 'mongodb'
 import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteBody, type WriteOp } from '../write/write-op.js'
-import { increment } from './bson-values.js'
+import { compareExact, increment } from './bson-values.js'
 import type { Entry, EntryStore } from './entry-store.js'
 import { disjoint, equalities, idTargetOf, intersects, matches, updatedRoots } from './filter-facts.js'
 
@@ -142,7 +142,7 @@ function applyUpdate (doc: Document, update: Document | Document[] | undefined):
   if (update === undefined || Array.isArray(update)) return false
   for (const op in update) {
     if (op === '$setOnInsert') continue // the document exists: no effect
-    if (op !== '$set' && op !== '$unset' && op !== '$inc') return false
+    if (op !== '$set' && op !== '$unset' && op !== '$inc' && op !== '$max' && op !== '$min') return false
     const fields = update[op] as Document
     for (const path in fields) if (!applyPath(doc, op, path, fields[path])) return false
   }
@@ -173,6 +173,15 @@ function applyPath (doc: Document, op: string, path: string, value: unknown): bo
     node[leaf] = value
   } else if (op === '$unset') {
     delete node[leaf]
+  } else if (op === '$max' || op === '$min') {
+    const current: unknown = node[leaf]
+    if (current === undefined) {
+      node[leaf] = value
+    } else {
+      const order = compareExact(current, value)
+      if (order === undefined) return false
+      if (op === '$max' ? order < 0 : order > 0) node[leaf] = value
+    }
   } else {
     const sum = increment(node[leaf], value)
     if (sum === undefined) return false

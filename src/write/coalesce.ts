@@ -154,7 +154,16 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
       }
     }
   }
-  ;(leader.coalesced ??= []).push(next)
+  const into = (leader.coalesced ??= [])
+  into.push(next)
+  if (next.coalesced !== null) {
+    // `next` had writes coalesced into it already (a lingering write): they move along with it,
+    // one level deep, and `next` keeps only its own update (to be taken apart again if refused)
+    into.push(...next.coalesced)
+    next.coalesced = null
+    if (next.ownUpdate !== null) nb.update = next.ownUpdate
+    next.ownUpdate = null
+  }
   return true
 }
 

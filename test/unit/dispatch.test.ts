@@ -190,3 +190,24 @@ describe('dispatch with writes waiting to be retried', () => {
     expect(wb.stats().inFlight).toBe(0)
   })
 })
+
+describe('lingering writes', () => {
+  it('a lingering write with writes coalesced into it, coalesced in turn into an earlier write: all settle, once', async () => {
+    const models: unknown[] = []
+    const db = {
+      collection: (name: string) => ({
+        collectionName: name,
+        bulkWrite: async (m: unknown[]) => { models.push(...m); return { upsertedIds: {} } },
+      }),
+    } as unknown as Db
+    const wb = buffer(db, { lingerMs: 60_000 }) // nothing goes before flush()
+    const c = wb.collection('c')
+    const first = c.updateOne({ _id: 1 }, { $inc: { n: 1 } })
+    const lingering = c.updateOne({ _id: 1 }, { $inc: { n: 10 } }, { lingerMs: 60_000 })
+    const joined = c.updateOne({ _id: 1 }, { $inc: { n: 100 } }, { lingerMs: 60_000 }) // into `lingering` as it arrives
+    await wb.flush() // takes `first`, and `lingering` (with `joined`) coalesces into it
+    await expect(Promise.all([first, lingering, joined])).resolves.toEqual([{}, {}, {}])
+    expect(models).toEqual([{ updateOne: { filter: { _id: 1 }, update: { $inc: { n: 111 } } } }])
+    expect(wb.stats()).toMatchObject({ pending: 0, flushedOps: 3, coalescedOps: 2 })
+  })
+})

@@ -6,9 +6,18 @@ import { canonicalizeUsername } from '../username.mjs'
 // Unknown users are checked against this, so both failures cost one scrypt.
 const nobody = await hashPassword('not-a-real-password')
 
+/**
+ * How long a login's bookkeeping may wait for the same user's next logins to merge with it.
+ * A login storm (a mobile app reconnecting everybody, a retry loop) repeats the same few users
+ * within a second: 500 ms turns their hundreds of updates into a couple per user, and bounds
+ * how stale `lastLoginAt` can be in the database (the read cache shows it at once anyway).
+ */
+const LOGIN_LINGER_MS = 500
+
 /** POST /login {username, password} → 200 {ok, logins}; 401 for an unknown user or a wrong password alike. */
 export default async function loginRoute (app) {
   const users = app.writeBuffer.collection('users')
+  const audit = app.writeBuffer.collection('audit')
 
   app.post('/login', {
     schema: {
@@ -31,7 +40,13 @@ export default async function loginRoute (app) {
     const ok = await verifyPassword(password, user ?? nobody)
     if (user === null || !ok) throw httpError(401, 'invalid username or password')
 
-    await users.updateOne({ _id: user._id }, { $set: { lastLoginAt: new Date() }, $inc: { logins: 1 } })
+    // The response does not depend on these writes: nobody awaits them (detached), their
+    // failures go to onWriteError (see app.mjs), and SIGTERM's close() still sends them.
+    // $max (not $set): merged logins keep the latest time whatever order they arrive in.
+    const now = new Date()
+    users.updateOne({ _id: user._id }, { $max: { lastLoginAt: now }, $inc: { logins: 1 } }, { detached: true, lingerMs: LOGIN_LINGER_MS })
+    // An insert has nothing of its own to merge with: it is batched with its neighbours as it is.
+    audit.insertOne({ kind: 'login', userId: user._id, at: now, ip: request.ip }, { detached: true })
     return { ok: true, logins: (user.logins ?? 0) + 1 }
   })
 }
