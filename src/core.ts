@@ -7,7 +7,8 @@ export {
   ErrorCodes, WriteBufferError, InvalidWriteError, InvalidOptionError, WriteRejectedError, ConnectError,
   type ErrorCode, type WriteOutcome,
 } from './errors.js'
-export type { WriteBufferOptions, CacheOptions, RetryOptions, Logger } from './options.js'
+export type { WriteBufferOptions, CacheOptions, CacheBusOptions, RedisClientLike, RetryOptions, Logger } from './options.js'
+export type { BusStats } from './cache/bus.js'
 export type { WriteOptions, UpdateOptions, ReplaceOptions, DeleteOptions } from './write/build-op.js'
 export type { InsertResult, UpdateResult, DeleteResult, WriteResult } from './write/write-op.js'
 export { BATCH_CHANNEL, type BatchMessage } from './telemetry.js'
