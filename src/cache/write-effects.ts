@@ -100,10 +100,15 @@ export class WriteEffects {
     const id = idTargetOf(body.filter)
     if (op.kind !== DELETE_ONE && op.kind !== DELETE_MANY) this.#dropRivalsOf(name, body, op.kind === REPLACE_ONE, id)
     if (id !== undefined) {
-      for (const e of this.store.withId(name, id)) this.#patch(e, op, body)
+      // the entries holding the document, and reads by its _id whose projection left _id out
+      const holding = new Set([...this.store.withId(name, id), ...this.store.byFilterId(name, id)])
+      for (const e of holding) this.#patch(e, op, body)
     } else {
       const eq = equalities(body.filter)
-      const candidates = eq === undefined ? this.store.inCollection(name) : this.store.withField(name, eq[0] as [string, unknown])
+      const candidates = eq === undefined
+        ? this.store.inCollection(name)
+        // a projection may hide the field the filter tests: projected entries are candidates too
+        : new Set([...this.store.withField(name, eq[0] as [string, unknown]), ...this.store.projected(name)])
       // not unique: the server changes some matching document, maybe not the cached one
       for (const e of candidates) {
         if (e.bytes === null) continue
