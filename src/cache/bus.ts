@@ -170,8 +170,11 @@ export class CacheBus {
     sub.subscribe(this.#options.channel).then(() => {
       if (this.#closed || generation !== this.#generation || this.#online) return
       this.#online = true
+      if (this.#warnedDown) {
+        this.#logger?.warn({ channel: this.#options.channel },
+          this.#everOnline ? 'cache bus: subscribed again; entries cached before the outage are dropped' : 'cache bus: subscribed; caching starts')
+      }
       this.#everOnline = true
-      if (this.#warnedDown) this.#logger?.warn({ channel: this.#options.channel }, 'cache bus: subscribed again; entries cached before are dropped')
       this.#warnedDown = false
       this.#listener.online()
     }, () => { /* the connection went away: 'ready' comes again after the reconnect */ })
