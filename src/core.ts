@@ -7,7 +7,8 @@ export {
   ErrorCodes, WriteBufferError, InvalidWriteError, InvalidOptionError, WriteRejectedError, ConnectError,
   type ErrorCode, type WriteOutcome,
 } from './errors.js'
-export type { WriteBufferOptions, CacheOptions, RetryOptions, Logger, WriteErrorInfo } from './options.js'
+export type { WriteBufferOptions, CacheOptions, CacheBusOptions, RedisClientLike, RetryOptions, Logger, WriteErrorInfo } from './options.js'
+export type { BusStats } from './cache/bus.js'
 export type { WriteOptions, UpdateOptions, ReplaceOptions, DeleteOptions } from './write/build-op.js'
 export type { InsertResult, UpdateResult, DeleteResult, WriteResult, TraceLink } from './write/write-op.js'
 export type { LatencySummary } from './buffer/latency.js'

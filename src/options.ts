@@ -1,5 +1,8 @@
 import type { WriteConcernSettings } from 'mongodb'
+import type { RedisClientLike, ResolvedBusOptions } from './cache/bus.js'
 import { InvalidOptionError, describe } from './errors.js'
+
+export type { RedisClientLike } from './cache/bus.js'
 
 /** Minimal logger shape: pino, Fastify's `app.log`, or anything alike. */
 export interface Logger {
@@ -18,6 +21,26 @@ export interface RetryOptions {
   maxDelayMs?: number
 }
 
+/**
+ * Cache coherence across app instances: every acknowledged batch is announced on a Redis
+ * pub/sub channel, and every instance drops the cached answers it may have changed.
+ */
+export interface CacheBusOptions {
+  /**
+   * An ioredis client (its `duplicate()` makes the subscriber connection; the client itself
+   * publishes and is never closed by the buffer), or a `redis://` / `rediss://` URL (then the
+   * optional peer dependency `ioredis` is imported and the buffer owns both connections).
+   */
+  redis: RedisClientLike | string
+  /** Pub/sub channel; every instance sharing a database must use the same. Default 'fastify-write-buffer'. */
+  channel?: string
+  /**
+   * While the subscription is down (Redis unreachable, at start too), cached answers read
+   * longer ago than this are not served. Default 0: every read goes to the server.
+   */
+  offlineTtlMs?: number
+}
+
 export interface CacheOptions {
   /** How long a found document stays cached. Default 5,000 ms. */
   ttlMs?: number
@@ -27,6 +50,16 @@ export interface CacheOptions {
   maxEntries?: number
   /** LRU bound on approximate BSON bytes of cached documents. Default 64 MiB. */
   maxBytes?: number
+  /** Redis pub/sub invalidation across app instances (README: consistency model). Default: none. */
+  bus?: CacheBusOptions
+}
+
+export interface ResolvedCacheOptions {
+  ttlMs: number
+  negativeTtlMs: number
+  maxEntries: number
+  maxBytes: number
+  bus: ResolvedBusOptions | undefined
 }
 
 /** What `onWriteError` is told about the failed write besides its error. */
@@ -109,7 +142,7 @@ export interface ResolvedOptions {
   maxAttempts: number
   baseDelayMs: number
   maxDelayMs: number
-  cache: Required<CacheOptions> | undefined
+  cache: ResolvedCacheOptions | undefined
   logger: Logger | undefined
   tracerProvider: WriteBufferOptions['tracerProvider']
   onWriteError: WriteBufferOptions['onWriteError']
@@ -184,16 +217,33 @@ const KNOWN = ['maxBatchSize', 'maxBatchBytes', 'lingerMs', 'flushIntervalMs', '
 
 export const WRITE_BUFFER_OPTION_NAMES: readonly string[] = KNOWN
 
-function resolveCache (value: unknown): Required<CacheOptions> | undefined {
+function resolveBus (value: CacheBusOptions | undefined): ResolvedBusOptions | undefined {
+  const b = object('cache.bus', value)
+  if (b === undefined) return undefined
+  checkKnown('cache.bus.', b, ['redis', 'channel', 'offlineTtlMs'])
+  const redis: unknown = b.redis
+  if (typeof redis === 'string') {
+    if (!/^rediss?:\/\//.test(redis)) throw new InvalidOptionError(`cache.bus.redis must be a redis:// or rediss:// URL or an ioredis client, got ${describe(redis)}`)
+  } else if (redis === null || typeof redis !== 'object' ||
+      typeof (redis as RedisClientLike).publish !== 'function' || typeof (redis as RedisClientLike).duplicate !== 'function') {
+    throw new InvalidOptionError(`cache.bus.redis must be an ioredis client (with publish and duplicate) or a redis:// URL, got ${describe(redis)}`)
+  }
+  const channel: unknown = b.channel ?? 'fastify-write-buffer'
+  if (typeof channel !== 'string' || channel === '') throw new InvalidOptionError(`cache.bus.channel must be a non-empty string, got ${describe(channel)}`)
+  return { redis: b.redis, channel, offlineTtlMs: int('cache.bus.offlineTtlMs', b.offlineTtlMs, 0, 0, 86_400_000) }
+}
+
+function resolveCache (value: unknown): ResolvedCacheOptions | undefined {
   if (value === undefined || value === false) return undefined
   const c = object('cache', value as CacheOptions | undefined) ?? {}
-  checkKnown('cache.', c, ['ttlMs', 'negativeTtlMs', 'maxEntries', 'maxBytes'])
+  checkKnown('cache.', c, ['ttlMs', 'negativeTtlMs', 'maxEntries', 'maxBytes', 'bus'])
   const ttlMs = int('cache.ttlMs', c.ttlMs, 5_000, 1, 86_400_000)
   return {
     ttlMs,
     negativeTtlMs: int('cache.negativeTtlMs', c.negativeTtlMs, Math.min(ttlMs, 1_000), 0, 86_400_000),
     maxEntries: int('cache.maxEntries', c.maxEntries, 10_000, 1, 10_000_000),
     maxBytes: int('cache.maxBytes', c.maxBytes, 64 * MiB, 1024, 16 * 1024 * MiB),
+    bus: resolveBus(c.bus),
   }
 }
 

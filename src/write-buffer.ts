@@ -77,7 +77,7 @@ export class WriteBuffer {
       throw new InvalidOptionError('the Db has writeConcern { w: 0 }: unacknowledged writes cannot be confirmed to their callers; ' +
         'give the buffer a writeConcern of w: 1 or more')
     }
-    this.cache = o.cache === undefined ? undefined : new ReadCache(o.cache)
+    const cache = this.cache = o.cache === undefined ? undefined : new ReadCache(o.cache, o.logger)
     this.#admission = new Admission(o)
     const settler = this.#settler = new Settler(this.#admission, this.#flushes, this.cache, (op, err) => { this.#detachedFailed(op, err) })
     this.#aborts = new Aborts(settler)
@@ -85,6 +85,7 @@ export class WriteBuffer {
     this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() })
     this.#tracing = new Tracing(db.databaseName, o.tracerProvider as TracerProvider | undefined)
     const sender = this.#sender = new Sender(o, settler, this.#retries, new DriverRetries(db), this.#tracing, batch => { this.#dispatcher.returned(batch) })
+    if (o.cache?.bus !== undefined) sender.onAcknowledged = (name, ops, upsertedIdOf) => { cache?.published(name, ops, upsertedIdOf) }
     this.#dispatcher = new Dispatcher(
       { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, lingerMs: o.lingerMs },
       {
@@ -178,7 +179,7 @@ export class WriteBuffer {
     }
     this.#dispatcher.stop()
     this.#deadlines.stop()
-    this.cache?.clear()
+    await this.cache?.close()
   }
 
   /** close() timed out: tell every caller whose write was not sent. */

@@ -148,3 +148,27 @@ describe('read cache exactness', () => {
     await wb.close()
   })
 })
+
+describe('read cache exactness: projections', () => {
+  it('a write by _id drops a cached read by that _id whose projection left _id out', async () => {
+    await db.collection('proj_id').insertOne({ _id: 1 as never, name: 'a' })
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 } })
+    const c = wb.collection('proj_id')
+    const projection = { _id: 0, name: 1 }
+    expect(await c.findOne({ _id: 1 }, { projection })).toEqual({ name: 'a' })
+    await c.updateOne({ _id: 1 }, { $set: { name: 'b' } })
+    expect(await c.findOne({ _id: 1 }, { projection })).toEqual({ name: 'b' })
+    await wb.close()
+  })
+
+  it('a write by another field drops cached projections that may hide that field', async () => {
+    await db.collection('proj_field').insertOne({ _id: 1 as never, name: 'a', email: 'e@x' })
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 } })
+    const c = wb.collection('proj_field')
+    const projection = { name: 1 }
+    expect(await c.findOne({ _id: 1 }, { projection })).toEqual({ _id: 1, name: 'a' })
+    await c.updateOne({ email: 'e@x' }, { $set: { name: 'c' } })
+    expect(ejson(await c.findOne({ _id: 1 }, { projection }))).toBe(ejson(await db.collection('proj_field').findOne({ _id: 1 as never }, { projection })))
+    await wb.close()
+  })
+})

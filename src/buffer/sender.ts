@@ -38,6 +38,11 @@ export class Sender {
   readonly queueWait = new Latency()
   /** bulkWrite sent → answered */
   readonly roundTrip = new Latency()
+  /**
+   * Told the writes the server acknowledged, once per batch, before their callers are
+   * resolved (the cache bus publishes them); `upsertedIdOf(i)` is the i-th one's upserted _id.
+   */
+  onAcknowledged: ((name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown) => void) | undefined
 
   constructor (
     readonly options: SenderOptions,
@@ -98,6 +103,7 @@ export class Sender {
   #acknowledged (batch: Batch, result: BulkWriteResult | undefined): void {
     const upserted = result?.upsertedIds
     const ops = batch.ops
+    this.onAcknowledged?.(batch.queue.name, ops, i => upserted?.[i])
     let acked = 0
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as WriteOp
@@ -169,12 +175,20 @@ export class Sender {
     let acked = 0
     let rejected = 0
     const ops = batch.ops
+    const applied: WriteOp[] | undefined = this.onAcknowledged === undefined ? undefined : []
+    const upserted: unknown[] = []
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as WriteOp
       if (op.state === SETTLED) continue
       const verdict = reader.verdict(op, i, confirmed)
       switch (verdict.kind) {
-        case 'acknowledged': acked += this.settler.resolve(op, verdict.value); break
+        case 'acknowledged':
+          if (applied !== undefined) {
+            applied.push(op)
+            upserted.push((verdict.value as { upsertedId?: unknown }).upsertedId)
+          }
+          acked += this.settler.resolve(op, verdict.value)
+          break
         case 'rejected': rejected += this.settler.reject(op, verdict.error); break
         case 'not-executed':
           op.attempts--
@@ -188,6 +202,7 @@ export class Sender {
         }
       }
     }
+    if (applied !== undefined && applied.length > 0) this.onAcknowledged?.(queue.name, applied, i => upserted[i])
     for (const op of again) op.state = QUEUED
     queue.requeueFront(again)
     this.#return(batch)

@@ -1,7 +1,7 @@
 import type { Document } from 'mongodb'
 import { targetOfId } from '../write/target.js'
-import { equalsScalar, isExactScalar } from './bson-values.js'
 import { equalities, fieldsOf, idTargetOf, type Filter } from './filter-facts.js'
+import { UNKNOWN, valueHash, valueKeys } from './value-keys.js'
 
 /** One cached findOne answer: the server's BSON bytes, decoded per hit (callers may mutate what they get). */
 export interface Entry {
@@ -19,20 +19,21 @@ export interface Entry {
   /** keys of the per-field index this entry is listed under */
   indexKeys: string[]
   expires: number
+  /** performance.now() when the read that made it was sent: how old its answer may be */
+  readAt: number
 }
 
 export interface StoreLimits { maxEntries: number, maxBytes: number }
 
-/** A field value this index cannot key (a type equality is not decided for): listed for every lookup of its field. */
-const UNKNOWN = '?'
 const EMPTY: readonly Entry[] = []
 
 /**
  * The cached entries: LRU by entries and bytes (a Map's insertion order is the LRU order),
  * both limits held at all times (patches included). Indexed by collection, by document
  * `_id`, by top-level field value (so a write by `{ email }` finds the entries it may touch
- * without decoding the others), and cached "not found" answers by collection. Lookups return
- * copies: callers may remove while iterating.
+ * without decoding the others), and cached "not found" answers by collection; for the cache
+ * bus (write-effects.ts#applyRemote) also by the `_id` a filter pins and by the hashes of a
+ * filter's equalities. Lookups return copies: callers may remove while iterating.
  */
 export class EntryStore {
   readonly #entries = new Map<string, Entry>()
@@ -58,9 +59,9 @@ export class EntryStore {
     return entry
   }
 
-  put (key: string, name: string, filter: Filter, projected: boolean, bytes: Uint8Array | null, doc: Document | null, ttlMs: number): void {
+  put (key: string, name: string, filter: Filter, projected: boolean, bytes: Uint8Array | null, doc: Document | null, ttlMs: number, readAt: number): void {
     const entry: Entry = {
-      key, name, filter, fields: fieldsOf(filter), projected, bytes, idTarget: undefined, indexKeys: [], expires: Date.now() + ttlMs,
+      key, name, filter, fields: fieldsOf(filter), projected, bytes, idTarget: undefined, indexKeys: [], expires: Date.now() + ttlMs, readAt,
     }
     const old = this.#entries.get(key)
     if (old !== undefined) this.remove(old)
@@ -94,6 +95,10 @@ export class EntryStore {
   withId (name: string, idTarget: string): readonly Entry[] { return this.#list(`i\0${name}\0${idTarget}`) }
   /** Cached "not found" answers of a collection. */
   negatives (name: string): readonly Entry[] { return this.#list(`n\0${name}`) }
+  /** Entries of reads by one `_id` (`{ _id: v }`, any projection, cached nulls included). */
+  byFilterId (name: string, idTarget: string): readonly Entry[] { return this.#list(`l\0${name}\0${idTarget}`) }
+  /** Entries whose filter (not a lone `_id`) has an equality `field: value` of this hash (value-keys.ts#valueHash). */
+  byValueHash (name: string, hash: number): readonly Entry[] { return this.#list(`h\0${name}\0${hash}`) }
   /** Entries of projected reads (they may lack the fields a write's filter tests). */
   projected (name: string): readonly Entry[] { return this.#list(`p\0${name}`) }
   /** Entries whose filter (not a lone `_id`) tests `field` for equality with `value` (the keys of a value: see valueKeys). */
@@ -136,10 +141,16 @@ export class EntryStore {
   #indexEntry (entry: Entry, doc: Document | null): void {
     const keys = entry.indexKeys = [`c\0${entry.name}`]
     const eq = equalities(entry.filter)
-    if (eq !== undefined && idTargetOf(entry.filter) === undefined) {
+    const filterId = idTargetOf(entry.filter)
+    if (filterId !== undefined) {
+      keys.push(`l\0${entry.name}\0${filterId}`)
+    } else if (eq !== undefined) {
       // a filter that other documents may come to match: findable by what a write changes
       keys.push(`qa\0${entry.name}`)
-      for (const [field, value] of eq) keys.push(`qf\0${entry.name}\0${field}`, `q\0${entry.name}\0${field}\0${targetOfId(value)}`)
+      for (const [field, value] of eq) {
+        const valueKey = targetOfId(value)
+        keys.push(`qf\0${entry.name}\0${field}`, `q\0${entry.name}\0${field}\0${valueKey}`, `h\0${entry.name}\0${valueHash(field, valueKey)}`)
+      }
     }
     if (doc === null) {
       keys.push(`n\0${entry.name}`)
@@ -168,16 +179,4 @@ export class EntryStore {
     }
     entry.indexKeys = []
   }
-}
-
-/** Index keys of a field value: its own, each array element's, or UNKNOWN where equality is not decided. */
-function valueKeys (value: unknown): string[] {
-  const values = Array.isArray(value) ? value : [value]
-  const keys: string[] = []
-  for (const v of values) {
-    if (isExactScalar(v)) keys.push(targetOfId(v))
-    else if (Array.isArray(v) || equalsScalar(v, '') === undefined) keys.push(UNKNOWN)
-    // else: null, an embedded document…: equal to no scalar, nothing to list
-  }
-  return keys
 }

@@ -1,8 +1,11 @@
 import { BSON } from 'mongodb'
 import type { Collection, Document, FindOptions } from 'mongodb'
 import { InvalidWriteError, describe } from '../errors.js'
+import type { Logger, ResolvedCacheOptions } from '../options.js'
 import { targetOf } from '../write/target.js'
 import { INSERT, type WriteOp } from '../write/write-op.js'
+import { remoteAffects, type BusMessage } from './bus-message.js'
+import { CacheBus, type BusStats } from './bus.js'
 import { EntryStore } from './entry-store.js'
 import { equalities, type Filter } from './filter-facts.js'
 import { PendingWrites } from './pending-writes.js'
@@ -22,7 +25,15 @@ import { WriteEffects } from './write-effects.js'
  * queued before it that may affect its answer (pending-writes.ts, indexed by target) and, if
  * there are any, waits for them and reads again; an answer that raced a write is returned but
  * not cached. If a non-insert write then fails, the collection's entries are dropped (a patch
- * may show a write that did not happen). Other processes' writes are seen after at most ttlMs.
+ * may show a write that did not happen). Other processes' writes are seen after at most ttlMs,
+ * or, with the cache bus (bus.ts), when their batch's message arrives.
+ *
+ * Cache bus: a message drops the entries the remote batch may have changed
+ * (write-effects.ts#applyRemote) and fences the loads in flight in its collection: a load
+ * sent before the message arrived may hold the old answer, so it is not cached if the
+ * message may concern it, and nobody joins it any more. While the subscription is down no
+ * entry read more than `offlineTtlMs` ago is served (0: none, every read goes to the
+ * server); when it is back everything cached before is dropped.
  */
 
 export interface ReadCacheStats {
@@ -34,9 +45,9 @@ export interface ReadCacheStats {
   evictions: number
   entries: number
   bytes: number
+  /** with `cache.bus`: its state and message counts */
+  bus?: BusStats
 }
-
-export interface ResolvedCacheOptions { ttlMs: number, negativeTtlMs: number, maxEntries: number, maxBytes: number }
 
 /** A read in progress (single-flight). */
 interface Flight {
@@ -49,6 +60,12 @@ interface Flight {
   noted: WriteOp[]
   /** writes queued before it was sent that settled while it ran: it may or may not show them */
   late: WriteOp[]
+  /** other instances' batches announced while it runs: they may race it */
+  remote: BusMessage[]
+  /** the bus epoch when the read was sent (the subscription went down or up since: not cached) */
+  busEpoch: number
+  /** performance.now() when the read was sent */
+  readAt: number
   promise: Promise<Uint8Array | null>
 }
 
@@ -65,11 +82,24 @@ export class ReadCache {
   readonly #flights = new Map<string, Flight>()
   readonly #flightsByName = new Map<string, Set<Flight>>()
   #stats = { hits: 0, misses: 0, dedupes: 0 }
+  readonly #bus: CacheBus | undefined
+  /** the bus's subscription is confirmed (always true without a bus) */
+  #trusted: boolean
+  /** changes whenever the subscription goes down or comes back */
+  #busEpoch = 0
 
-  constructor (options: ResolvedCacheOptions) {
+  constructor (options: ResolvedCacheOptions, logger?: Logger) {
     this.#options = options
     this.#store = new EntryStore(options)
     this.#effects = new WriteEffects(this.#store)
+    this.#trusted = options.bus === undefined
+    this.#bus = options.bus === undefined
+      ? undefined
+      : new CacheBus(options.bus, logger, {
+        remote: message => { this.#remote(message) },
+        online: () => { this.#busChanged(true) },
+        offline: () => { this.#busChanged(false) },
+      })
   }
 
   /** The buffer hands in a way to send what is queued now (a read waiting for writes). */
@@ -83,11 +113,53 @@ export class ReadCache {
       evictions: this.#store.evictions,
       entries: this.#store.size,
       bytes: this.#store.bytes,
+      ...(this.#bus === undefined ? {} : { bus: this.#bus.stats() }),
     }
   }
 
   clear (): void {
     this.#store.clear()
+  }
+
+  /** Stops the cache bus (its connections; a given client is left open). */
+  async close (): Promise<void> {
+    this.#store.clear()
+    await this.#bus?.close()
+  }
+
+  /** A batch was acknowledged: tell the other instances (with the cache bus). Never throws. */
+  published (name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown): void {
+    this.#bus?.publish(name, ops, upsertedIdOf)
+  }
+
+  /** Another instance's batch: drop what it may have changed, fence the loads it may race. */
+  #remote (message: BusMessage): void {
+    const { name, write } = message
+    this.#effects.applyRemote(name, write)
+    const flights = this.#flightsByName.get(name)
+    if (flights === undefined) return
+    for (const flight of flights) {
+      flight.remote.push(message)
+      // a read starting from now must not take an answer read before the write
+      if (this.#flights.get(flight.key) === flight) this.#flights.delete(flight.key)
+    }
+  }
+
+  #busChanged (online: boolean): void {
+    this.#trusted = online
+    this.#busEpoch++
+    // back online: messages were missed meanwhile, nothing cached so far can be trusted
+    if (online) this.#store.clear()
+    for (const flight of this.#flights.values()) {
+      if (this.#flights.get(flight.key) === flight) this.#flights.delete(flight.key)
+    }
+  }
+
+  /** Whether an answer read at `readAt` (performance.now()) may be served: always with a live bus, only a young one without. */
+  #servable (readAt: number): boolean {
+    if (this.#trusted) return true
+    const offlineTtlMs = this.#options.bus?.offlineTtlMs ?? 0
+    return offlineTtlMs > 0 && performance.now() - readAt < offlineTtlMs
   }
 
   async findOne (collection: Collection, name: string, filter: unknown, options?: FindOptions): Promise<Document | null> {
@@ -106,8 +178,9 @@ export class ReadCache {
     const proj = projection === undefined ? '' : targetOf(projection)
     const key = `${name.length}:${name}${target.length}:${target}${proj}`
     const decode = (bytes: Uint8Array | null): Document | null => bytes === null ? null : BSON.deserialize(bytes, collection.bsonOptions)
-    const entry = this.#store.get(key, Date.now())
-    if (entry !== undefined) {
+    const now = Date.now()
+    const entry = this.#store.get(key, now)
+    if (entry !== undefined && this.#servable(entry.readAt)) {
       this.#stats.hits++
       return decode(entry.bytes)
     }
@@ -123,7 +196,9 @@ export class ReadCache {
       return this.findOne(collection, name, f, options)
     }
     this.#stats.misses++
-    const own: Flight = { key, name, projected: projection !== undefined, startSeq: 0, noted: [], late: [], promise: null as unknown as Promise<Uint8Array | null> }
+    const own: Flight = {
+      key, name, projected: projection !== undefined, startSeq: 0, noted: [], late: [], remote: [], busEpoch: 0, readAt: 0, promise: null as unknown as Promise<Uint8Array | null>,
+    }
     // registered before the load starts: its `finally` must find it to remove it
     this.#flights.set(key, own)
     let byName = this.#flightsByName.get(name)
@@ -144,6 +219,9 @@ export class ReadCache {
         // a read by _id waits for the writes queued to that document first (cheap and exact)
         const before = this.#pending.toTarget(name, filter)
         if (before.length > 0) await this.#pending.settled(before, this.#sendNow)
+        flight.remote = []
+        flight.busEpoch = this.#busEpoch
+        flight.readAt = performance.now()
         bytes = await collection.findOne<Uint8Array>(filter, { ...options, raw: true })
         // writes queued before this read that may change its answer: wait for them, read again
         const doc = exactDoc(bytes)
@@ -155,10 +233,13 @@ export class ReadCache {
           return await collection.findOne<Uint8Array>(filter, { ...options, raw: true })
         }
       }
-      // cache only if no write noted since the read was sent could have changed the answer
-      if (!this.#pending.raced(flight.noted, exactDoc(bytes), filter, flight.projected)) {
+      // cache only if no write noted since the read was sent could have changed the answer,
+      // here or (cache bus) in another instance, and the bus said nothing was missed meanwhile
+      const doc = exactDoc(bytes)
+      if (!this.#pending.raced(flight.noted, doc, filter, flight.projected) && flight.busEpoch === this.#busEpoch &&
+          !raced(flight.remote, doc, filter, flight.projected) && this.#servable(flight.readAt)) {
         const ttlMs = bytes === null ? this.#options.negativeTtlMs : this.#options.ttlMs
-        if (ttlMs > 0) this.#store.put(flight.key, name, filter, flight.projected, bytes, exactDoc(bytes), ttlMs)
+        if (ttlMs > 0) this.#store.put(flight.key, name, filter, flight.projected, bytes, doc, ttlMs, flight.readAt)
       }
       return bytes
     } finally {
@@ -197,4 +278,10 @@ function cacheable (filter: Filter, options: FindOptions | undefined): boolean {
 
 function exactDoc (bytes: Uint8Array | null): Document | null {
   return bytes === null ? null : BSON.deserialize(bytes, EXACT)
+}
+
+/** Whether any of these remote batches may have changed the answer `doc` to `filter`. */
+function raced (messages: readonly BusMessage[], doc: Document | null, filter: Filter, projected: boolean): boolean {
+  for (const m of messages) if (remoteAffects(m.write, doc, filter, projected)) return true
+  return false
 }

@@ -1,7 +1,9 @@
 import { BSON, Double, Int32, Long } from 'mongodb'
 import type { Document } from 'mongodb'
 import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteBody, type WriteOp } from '../write/write-op.js'
+import { targetOfId } from '../write/target.js'
 import { compareExact, increment } from './bson-values.js'
+import type { RemoteWrite } from './bus-message.js'
 import type { Entry, EntryStore } from './entry-store.js'
 import { disjoint, equalities, idTargetOf, intersects, matches, updatedRoots } from './filter-facts.js'
 
@@ -41,6 +43,47 @@ export class WriteEffects {
     for (const e of this.store.inCollection(name)) this.#invalidate(e)
   }
 
+  /**
+   * Another instance's acknowledged batch (bus-message.ts says what it carries): drops every
+   * entry it may have changed — never patches (the update itself is not sent). Never throws:
+   * an unexpected failure drops the collection's entries instead.
+   */
+  applyRemote (name: string, write: RemoteWrite): void {
+    if (!this.store.has(name)) return
+    try {
+      this.#applyRemote(name, write)
+    } catch {
+      this.invalidateAll(name)
+    }
+  }
+
+  #applyRemote (name: string, write: RemoteWrite): void {
+    if (write.all) {
+      this.invalidateAll(name)
+      return
+    }
+    const drop = (entries: readonly Entry[]): void => { for (const e of entries) this.#invalidate(e) }
+    for (const id of write.ids) {
+      const target = targetOfId(id)
+      drop(this.store.withId(name, target))
+      drop(this.store.byFilterId(name, target))
+    }
+    if (write.filters.length > 0) {
+      // a projection may hide the fields a filter tests: such entries cannot be ruled out
+      for (const e of this.store.projected(name)) this.#invalidate(e)
+      for (const filter of write.filters) {
+        const eq = equalities(filter)
+        if (eq === undefined) { this.invalidateAll(name); return }
+        for (const e of this.store.withField(name, eq[0] as [string, unknown])) {
+          if (e.bytes !== null && matches(filter, BSON.deserialize(e.bytes, EXACT)) !== false) this.#invalidate(e)
+        }
+      }
+    }
+    for (const hash of write.hashes) drop(this.store.byValueHash(name, hash))
+    if (write.anyField) drop(this.store.byFilterField(name))
+    else for (const field of write.fields) drop(this.store.byFilterField(name, field))
+  }
+
   #invalidate (entry: Entry): void {
     this.invalidations++
     this.store.remove(entry)
@@ -57,10 +100,15 @@ export class WriteEffects {
     const id = idTargetOf(body.filter)
     if (op.kind !== DELETE_ONE && op.kind !== DELETE_MANY) this.#dropRivalsOf(name, body, op.kind === REPLACE_ONE, id)
     if (id !== undefined) {
-      for (const e of this.store.withId(name, id)) this.#patch(e, op, body)
+      // the entries holding the document, and reads by its _id whose projection left _id out
+      const holding = new Set([...this.store.withId(name, id), ...this.store.byFilterId(name, id)])
+      for (const e of holding) this.#patch(e, op, body)
     } else {
       const eq = equalities(body.filter)
-      const candidates = eq === undefined ? this.store.inCollection(name) : this.store.withField(name, eq[0] as [string, unknown])
+      const candidates = eq === undefined
+        ? this.store.inCollection(name)
+        // a projection may hide the field the filter tests: projected entries are candidates too
+        : new Set([...this.store.withField(name, eq[0] as [string, unknown]), ...this.store.projected(name)])
       // not unique: the server changes some matching document, maybe not the cached one
       for (const e of candidates) {
         if (e.bytes === null) continue
