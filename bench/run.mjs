@@ -10,6 +10,7 @@ import { machineInfo } from './machine.mjs'
 import { chartGroups } from './report/chart-groups.mjs'
 import { markdown } from './report/markdown.mjs'
 import { svg } from './report/svg.mjs'
+import { cacheBusSuite } from './suites/cache-bus.mjs'
 import { cacheScaleSuite } from './suites/cache-scale.mjs'
 import { coalescingSuite } from './suites/coalescing.mjs'
 import { hotPathSuite } from './suites/hot-path.mjs'
@@ -38,9 +39,9 @@ if (!uri) {
 const mode = args.quick ? 'quick' : 'full'
 const common = { baselineRef: args.baseline }
 const settings = args.quick
-  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 3, loginDurationS: 2, curveDurationS: 1, hotPathOps: 50_000, hotPathPasses: 1, cacheScaleOps: 300 }
-  : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, loginDurationS: 10, curveDurationS: 8, hotPathOps: 200_000, hotPathPasses: 3, cacheScaleOps: 2_000 }
-const SUITES = { raw: rawSuite, overhead: overheadSuite, http: httpSuite, loadCurve: loadCurveSuite, login: loginSuite, loginDetached: loginDetachedSuite, coalescing: coalescingSuite, cacheScale: cacheScaleSuite, hotPath: hotPathSuite }
+  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 3, loginDurationS: 2, curveDurationS: 1, hotPathOps: 50_000, hotPathPasses: 1, cacheScaleOps: 300, cacheBusTrials: 50 }
+  : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, loginDurationS: 10, curveDurationS: 8, hotPathOps: 200_000, hotPathPasses: 3, cacheScaleOps: 2_000, cacheBusTrials: 500 }
+const SUITES = { raw: rawSuite, overhead: overheadSuite, http: httpSuite, loadCurve: loadCurveSuite, login: loginSuite, loginDetached: loginDetachedSuite, coalescing: coalescingSuite, cacheScale: cacheScaleSuite, cacheBus: cacheBusSuite, hotPath: hotPathSuite }
 
 const started = performance.now()
 const report = { mode, startedAt: new Date().toISOString(), durationMs: 0, machine: await machineInfo(uri), suites: {}, targets: [] }

@@ -9,7 +9,7 @@ import { describe, expect, inject, it } from 'vitest'
 
 const run = promisify(execFile)
 const root = fileURLToPath(new URL('..', import.meta.url))
-const SUITES = ['raw', 'overhead', 'http', 'loadCurve', 'login', 'loginDetached', 'coalescing', 'cacheScale', 'hotPath'] as const
+const SUITES = ['raw', 'overhead', 'http', 'loadCurve', 'login', 'loginDetached', 'coalescing', 'cacheScale', 'cacheBus', 'hotPath'] as const
 
 interface Row { name: string, rate: unknown, dbCommandsPer1kWrites: unknown }
 interface Report {
