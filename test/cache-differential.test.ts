@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BSON, Decimal128, Long, ObjectId, type Db, type MongoClient } from 'mongodb'
 import { WriteBuffer, type BufferedCollection } from '../src/index.js'
 import { openDb } from './helpers.js'
+import { prng } from './support/prng.js'
 
 /**
  * Differential test of the read cache against the server: a seeded random sequence of writes
@@ -19,18 +20,6 @@ let client: MongoClient
 let db: Db
 beforeAll(async () => { ({ client, db } = await openDb('cache_diff')) })
 afterAll(async () => { await client.close() })
-
-/** mulberry32: small, seeded, good enough to pick test steps */
-function prng (seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6D2B79F5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 describe('read cache vs the server', () => {
   it(`${STEPS.toLocaleString('en-US')} random steps: every cached answer equals the server's, types and key order included`, async () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BSON, type Db, type Document, type MongoClient } from 'mongodb'
 import { WriteBuffer } from '../src/index.js'
 import { openDb } from './helpers.js'
+import { prng } from './support/prng.js'
 
 /**
  * Coalescing must equal applying the writes one by one: random sequences of same-document
@@ -17,17 +18,6 @@ let client: MongoClient
 let db: Db
 beforeAll(async () => { ({ client, db } = await openDb('coalesce_prop')) })
 afterAll(async () => { await client.close() })
-
-function prng (seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6D2B79F5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 describe('coalescing equals one-by-one', () => {
   it(`${ROUNDS} rounds × ${DOCS} documents × ${WRITES_PER_DOC} random updates: merged and unmerged collections end identical`, async () => {
