@@ -1,9 +1,9 @@
 // Builds an earlier commit of this repository (the "before" of a before/after comparison)
-// into .scratch/baseline-<ref>/ with a detached git worktree sharing this checkout's
-// node_modules. Returns the path of its dist/index.js, or null with a reason.
+// into .scratch/baseline-<ref>/ with a detached git worktree and its own dependencies (as
+// its lock file pins them: `npm ci`, once). Returns the path of its dist/index.js, or null
+// with a reason.
 import { execFile } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { symlink } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 
@@ -18,8 +18,10 @@ export async function buildBaseline (ref) {
     const entry = `${dir}/dist/index.js`
     if (!existsSync(entry)) {
       if (!existsSync(dir)) await run('git', ['worktree', 'add', '--detach', dir, commit], { cwd: root })
-      if (!existsSync(`${dir}/node_modules`)) await symlink(`${root}node_modules`, `${dir}/node_modules`)
-      await run(process.execPath, [`${root}node_modules/typescript/bin/tsc`, '-p', 'tsconfig.build.json'], { cwd: dir })
+      if (!existsSync(`${dir}/node_modules`)) {
+        await run('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: dir, timeout: 300_000, maxBuffer: 16 << 20 })
+      }
+      await run(process.execPath, [`${dir}/node_modules/typescript/bin/tsc`, '-p', 'tsconfig.build.json'], { cwd: dir })
     }
     return { commit, entry }
   } catch (err) {

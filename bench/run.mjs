@@ -25,8 +25,9 @@ import { evaluateTargets } from './targets.mjs'
 const { values: args } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
-    // the "before" of the hot-path before/after comparison (a commit, tag or branch)
-    baseline: { type: 'string', default: 'e27eba6' },
+    // the "before" of the hot-path before/after comparison (a commit, tag or branch); the full
+    // run defaults to the core before its restructuring, --quick measures none
+    baseline: { type: 'string' },
     out: { type: 'string', default: fileURLToPath(new URL('./results', import.meta.url)) },
   },
 })
@@ -37,7 +38,7 @@ if (!uri) {
 }
 
 const mode = args.quick ? 'quick' : 'full'
-const common = { baselineRef: args.baseline }
+const common = { baselineRef: args.baseline ?? (args.quick ? undefined : 'e27eba6') }
 const settings = args.quick
   ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 3, loginDurationS: 2, curveDurationS: 1, hotPathOps: 50_000, hotPathPasses: 1, cacheScaleOps: 300, cacheBusTrials: 50 }
   : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, loginDurationS: 10, curveDurationS: 8, hotPathOps: 200_000, hotPathPasses: 3, cacheScaleOps: 2_000, cacheBusTrials: 500 }

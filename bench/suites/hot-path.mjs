@@ -35,7 +35,14 @@ export async function hotPathSuite ({ hotPathOps, hotPathPasses: passes = 3, bas
   await withProgress('hot path: no-op sink', async () => {
     for (let pass = 0; pass < passes; pass++) {
       nowRuns.push(await measure(hotPathOps, undefined))
-      if (before.entry !== null) beforeRuns.push(await measure(hotPathOps, before.entry))
+      if (before.entry !== null) {
+        try {
+          beforeRuns.push(await measure(hotPathOps, before.entry))
+        } catch (err) {
+          before.entry = null
+          before.reason = `the baseline build does not run: ${String(err.message).split('\n')[0]}`
+        }
+      }
     }
   })
   const out = best(nowRuns)
