@@ -108,7 +108,17 @@ function loginDetached (s) {
   }
 }
 
-const GROUPS = { raw, overhead, http, loadCurve, login, loginDetached, coalescing, cacheScale, hotPath }
+function cacheBus (s) {
+  return {
+    subtitle: 'ms from B\'s acknowledged write to A\'s cache serving the new value (shorter is better)',
+    rows: s.results.flatMap(r => [
+      { label: `${r.name.slice(0, 40)}: p50`, value: r.p50Ms, text: `${n(r.p50Ms)} ms`, kind: 'ours' },
+      { label: 'p99', value: r.p99Ms, text: `${n(r.p99Ms)} ms`, kind: 'ours' },
+    ]),
+  }
+}
+
+const GROUPS = { raw, overhead, http, loadCurve, login, loginDetached, coalescing, cacheScale, cacheBus, hotPath }
 
 export function chartGroups (report) {
   return Object.entries(report.suites).map(([key, suite]) => ({

@@ -15,6 +15,7 @@ const EXTRA = {
     (r.non2xx + r.errors > 0 ? `; non-2xx ${num(r.non2xx)}, errors ${num(r.errors)}` : ''),
   cacheScale: r => `miss by _id ${num(r.missByIdUs)} µs, miss by email ${num(r.missByEmailUs)} µs, hit ${num(r.hitUs)} µs, patching write ${num(r.patchWriteUs)} µs, write by email ${num(r.fieldWriteUs)} µs`,
   loginDetached: r => `update statements per 1k logins ${num(r.dbCommandsPer1kWrites)}; non-2xx ${num(r.non2xx)}`,
+  cacheBus: r => `p90 ${num(r.p90Ms)} ms, max ${num(r.maxMs)} ms over ${num(r.trials)} trials`,
   login: r => `finds/1k logins ${num(r.findsPer1kLogins)}, finds/user ${num(r.findsPerUser)} (max ${num(r.maxFindsForOneUser)}), update stmts/s ${num(r.updateStatementsPerS)}`,
   coalescing: r => `${num(r.updateStatements)} update stmts in ${num(r.updateCommands)} cmds; counts ${r.countsCorrect ? 'ok' : 'WRONG'}; last write wins ${r.lastWriteWins ? 'yes' : 'no'}`,
   hotPath: r => `${num(r.nsPerOp)} ns/op (${num(r.nsPerOpOverBaseline)} over harness), ${num(r.bytesPerOp)} B/op` +
