@@ -76,47 +76,64 @@ export class BufferedCollection<TSchema extends Document = AnyDocument> {
   insertOne (doc: InsertDocument<TSchema>, options: Detached<WriteOptions>): undefined
   insertOne (doc: InsertDocument<TSchema>, options?: NotDetached<WriteOptions>): Promise<InsertResult<IdOf<TSchema>>>
   insertOne (doc: InsertDocument<TSchema>, options?: WriteOptions): Promise<InsertResult<IdOf<TSchema>>> | undefined {
-    return this.#write(() => buildInsert(doc, options, this.#pkFactory), options) as Promise<InsertResult<IdOf<TSchema>>> | undefined
+    let op: WriteOp
+    try { op = buildInsert(doc, options, this.#pkFactory) } catch (err) { return this.#refuse(err, options) }
+    return this.#send(op, options) as Promise<InsertResult<IdOf<TSchema>>> | undefined
   }
 
   updateOne (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options: Detached<UpdateOptions>): undefined
   updateOne (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: NotDetached<UpdateOptions>): Promise<UpdateResult<IdOf<TSchema>>>
   updateOne (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult<IdOf<TSchema>>> | undefined {
-    return this.#write(() => buildUpdate(false, filter, update, options), options) as Promise<UpdateResult<IdOf<TSchema>>> | undefined
+    let op: WriteOp
+    try { op = buildUpdate(false, filter, update, options) } catch (err) { return this.#refuse(err, options) }
+    return this.#send(op, options) as Promise<UpdateResult<IdOf<TSchema>>> | undefined
   }
 
   updateMany (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options: Detached<UpdateOptions>): undefined
   updateMany (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: NotDetached<UpdateOptions>): Promise<UpdateResult<IdOf<TSchema>>>
   updateMany (filter: Filter<TSchema>, update: UpdateFilter<TSchema> | Document[], options?: UpdateOptions): Promise<UpdateResult<IdOf<TSchema>>> | undefined {
-    return this.#write(() => buildUpdate(true, filter, update, options), options) as Promise<UpdateResult<IdOf<TSchema>>> | undefined
+    let op: WriteOp
+    try { op = buildUpdate(true, filter, update, options) } catch (err) { return this.#refuse(err, options) }
+    return this.#send(op, options) as Promise<UpdateResult<IdOf<TSchema>>> | undefined
   }
 
   replaceOne (filter: Filter<TSchema>, replacement: WithoutId<TSchema>, options: Detached<ReplaceOptions>): undefined
   replaceOne (filter: Filter<TSchema>, replacement: WithoutId<TSchema>, options?: NotDetached<ReplaceOptions>): Promise<UpdateResult<IdOf<TSchema>>>
   replaceOne (filter: Filter<TSchema>, replacement: WithoutId<TSchema>, options?: ReplaceOptions): Promise<UpdateResult<IdOf<TSchema>>> | undefined {
-    return this.#write(() => buildReplace(filter, replacement, options), options) as Promise<UpdateResult<IdOf<TSchema>>> | undefined
+    let op: WriteOp
+    try { op = buildReplace(filter, replacement, options) } catch (err) { return this.#refuse(err, options) }
+    return this.#send(op, options) as Promise<UpdateResult<IdOf<TSchema>>> | undefined
   }
 
   deleteOne (filter: Filter<TSchema>, options: Detached<DeleteOptions>): undefined
   deleteOne (filter: Filter<TSchema>, options?: NotDetached<DeleteOptions>): Promise<DeleteResult>
   deleteOne (filter: Filter<TSchema>, options?: DeleteOptions): Promise<DeleteResult> | undefined {
-    return this.#write(() => buildDelete(false, filter, options), options) as Promise<DeleteResult> | undefined
+    let op: WriteOp
+    try { op = buildDelete(false, filter, options) } catch (err) { return this.#refuse(err, options) }
+    return this.#send(op, options) as Promise<DeleteResult> | undefined
   }
 
   deleteMany (filter: Filter<TSchema>, options: Detached<DeleteOptions>): undefined
   deleteMany (filter: Filter<TSchema>, options?: NotDetached<DeleteOptions>): Promise<DeleteResult>
   deleteMany (filter: Filter<TSchema>, options?: DeleteOptions): Promise<DeleteResult> | undefined {
-    return this.#write(() => buildDelete(true, filter, options), options) as Promise<DeleteResult> | undefined
+    let op: WriteOp
+    try { op = buildDelete(true, filter, options) } catch (err) { return this.#refuse(err, options) }
+    return this.#send(op, options) as Promise<DeleteResult> | undefined
   }
 
-  /** Awaited: bad input rejects the promise. Detached: bad input throws, and nothing is returned. */
-  #write (build: () => WriteOp, options: WriteOptions | undefined): Promise<WriteResult> | undefined {
+  // (each method builds its op inline: a closure per write would cost the hot path an allocation)
+
+  /** Bad input: an awaited write rejects, a detached one throws. */
+  #refuse (err: unknown, options: WriteOptions | undefined): Promise<never> {
+    if (options?.detached === true) throw err
+    return Promise.reject(err)
+  }
+
+  #send (op: WriteOp, options: WriteOptions | undefined): Promise<WriteResult> | undefined {
     if (options?.detached === true) {
-      this.#submitDetached(build(), options)
+      this.#submitDetached(op, options)
       return undefined
     }
-    let op: WriteOp
-    try { op = build() } catch (err) { return Promise.reject(err) }
     return this.#submit(op, options)
   }
 
