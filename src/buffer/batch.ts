@@ -2,6 +2,18 @@ import type { AnyBulkWriteOperation } from 'mongodb'
 import { IN_FLIGHT, type TraceLink, type WriteOp } from '../write/write-op.js'
 import type { CollectionQueue } from './collection-queue.js'
 
+/** What the queue tells whoever schedules sends (the Dispatcher). */
+export interface QueueListener {
+  /** writes were added to `queue` */
+  queued: (queue: CollectionQueue) => void
+}
+
+/** Limits of one take. */
+export interface BatchLimits { maxCount: number, maxBytes: number, coalesce: boolean }
+
+/** Lingering writes are taken once their linger ended, or at once when the buffer is flushing. */
+export interface TakeMoment { now: number, flushing: boolean }
+
 /**
  * Writes of one collection and one write command, sent together as one bulkWrite (or, after
  * a transient failure, waiting together to be sent again). A batch owns its ops; the writes

@@ -1,19 +1,7 @@
 import type { Collection } from 'mongodb'
 import { tryCoalesce } from '../write/coalesce.js'
 import { COMMAND_OF, IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
-import { Batch } from './batch.js'
-
-/** What the queue tells whoever schedules sends (the Dispatcher). */
-export interface QueueListener {
-  /** writes were added to `queue` */
-  queued: (queue: CollectionQueue) => void
-}
-
-/** Limits of one take. */
-export interface BatchLimits { maxCount: number, maxBytes: number, coalesce: boolean }
-
-/** Lingering writes are taken once their linger ended, or at once when the buffer is flushing. */
-export interface TakeMoment { now: number, flushing: boolean }
+import { Batch, type BatchLimits, type QueueListener, type TakeMoment } from './batch.js'
 
 /**
  * The queue of one collection and the rule that picks a batch from it.
@@ -39,20 +27,13 @@ export class CollectionQueue {
   #out = 0
   /** batches in flight */
   #inFlight = 0
-  /**
-   * Target → the op holding it: taken into the batch being built (still QUEUED: later
-   * same-target updates may coalesce into it), in flight, or waiting to be retried.
-   */
+  /** Target → the op holding it: taken into the batch being built (still QUEUED), out, or fenced. */
   readonly #held = new Map<string, WriteOp>()
   #freshOnly = true
   readonly #freshOut = new Set<Batch>()
   /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
   #nonEmptySince = 0
-  /**
-   * Target → the lingering write (per-write `lingerMs`) later writes of that target coalesce
-   * into as they are pushed. Dropped when a write of that target cannot coalesce into it (then
-   * later ones must not jump over that one) or once it is taken.
-   */
+  /** Target → the lingering write later writes of its target coalesce into as they are pushed (see push). */
   readonly #lingering = new Map<string, WriteOp>()
   /** earliest end of a linger among the writes the last take left queued; 0 = none */
   #lingerEnd = 0
@@ -110,10 +91,7 @@ export class CollectionQueue {
     this.#bytes -= op.bytes
   }
 
-  /**
-   * Picks the next batch: ops of one write command (insert / update / delete), at most
-   * `maxCount` ops and about `maxBytes`. Ops past their deadline go to `expired`.
-   */
+  /** The next batch: ops of one write command, ≤ maxCount ops, about ≤ maxBytes; expired ops go to `expired`. */
   take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
     const now = at.now
     if (this.ordered && this.#out > 0) return null
@@ -149,8 +127,7 @@ export class CollectionQueue {
         // strict submission order: a run of one command from the head
         if (command !== -1 && c !== command) break
       } else if (holder !== undefined) {
-        // held by an op out, or by one taken into this batch (still QUEUED): then it may
-        // coalesce into it, unless an op of the same target was skipped in between
+        // held by an op out, or taken into this batch (QUEUED: it may coalesce unless one was skipped)
         if (coalesce && holder.state === QUEUED && blocked?.has(target) !== true && !op.alone && !holder.alone &&
           bytes + op.bytes <= maxBytes && tryCoalesce(holder, op)) {
           this.#coalesced++
@@ -172,8 +149,7 @@ export class CollectionQueue {
       bytes += op.bytes
       this.forget(op)
     }
-    // Skipped ops are a subsequence of items[head, i): write them back just before i,
-    // in order, so the untouched tail is never copied.
+    // skipped ops (a subsequence of items[head, i)) go back just before i: the tail is never copied
     let head = i
     if (kept !== null) {
       for (let k = kept.length - 1; k >= 0; k--) items[--head] = kept[k] as WriteOp
@@ -286,9 +262,7 @@ export class CollectionQueue {
   }
 
   /** `n` writes coalesced earlier were taken apart again (stats). */
-  uncoalesced (n: number): void {
-    this.#coalesced -= n
-  }
+  uncoalesced (n: number): void { this.#coalesced -= n }
 
   /** Removes and returns every op still queued (close() timed out). */
   removeAll (): WriteOp[] {

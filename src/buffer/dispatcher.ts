@@ -1,7 +1,7 @@
 import { AsyncResource } from 'node:async_hooks'
 import type { WriteOp } from '../write/write-op.js'
-import type { Batch } from './batch.js'
-import type { BatchLimits, CollectionQueue, QueueListener } from './collection-queue.js'
+import type { Batch, BatchLimits, QueueListener } from './batch.js'
+import type { CollectionQueue } from './collection-queue.js'
 
 export interface DispatchOptions extends BatchLimits {
   /** concurrent bulkWrites across all collections */

@@ -1,0 +1,89 @@
+import type { Document } from 'mongodb'
+import { InvalidWriteError, describe } from '../errors.js'
+
+/** Per-write options accepted by every write method. */
+export interface WriteOptions {
+  /** Drop the write if it has not been sent when this aborts (the caller gets WRITE_BUFFER_ABORTED). */
+  signal?: AbortSignal
+  /** Deadline for this write (queue wait + retries), overriding `writeTimeoutMs`. */
+  timeoutMs?: number
+  /**
+   * Nobody awaits this write: the method returns undefined (no promise, nothing can go
+   * unhandled) and a failure goes to the buffer's `onWriteError`. Bad input still throws.
+   */
+  detached?: boolean
+  /**
+   * An updateOne may wait up to this long (ms) for later writes to the same document to
+   * coalesce into it; other writes are not held back. flush() and close() send it at once.
+   */
+  lingerMs?: number
+}
+export interface UpdateOptions extends WriteOptions {
+  upsert?: boolean
+  arrayFilters?: Document[]
+  collation?: Document
+  hint?: string | Document
+}
+export type ReplaceOptions = Omit<UpdateOptions, 'arrayFilters'>
+export interface DeleteOptions extends WriteOptions {
+  collation?: Document
+  hint?: string | Document
+}
+
+export function isDocument (v: unknown): v is Document {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date) &&
+    !ArrayBuffer.isView(v) && (v as { _bsontype?: unknown })._bsontype === undefined
+}
+
+export type OptionSet = 'insert' | 'update' | 'replace' | 'delete'
+
+export function checkOptions (input: WriteOptions | undefined, set: OptionSet): void {
+  const options: unknown = input
+  if (options === undefined) return
+  if (typeof options !== 'object' || options === null) throw new InvalidWriteError(`options must be an object, got ${describe(options)}`)
+  const { signal, timeoutMs, detached, lingerMs } = options as { signal?: unknown, timeoutMs?: unknown, detached?: unknown, lingerMs?: unknown }
+  if (detached !== undefined && typeof detached !== 'boolean') throw new InvalidWriteError(`detached must be a boolean, got ${describe(detached)}`)
+  if (lingerMs !== undefined && (typeof lingerMs !== 'number' || !(lingerMs >= 0) || lingerMs > 60_000)) {
+    throw new InvalidWriteError(`lingerMs must be a number from 0 to 60000, got ${describe(lingerMs)}`)
+  }
+  if (signal !== undefined && (typeof signal !== 'object' || signal === null || typeof (signal as AbortSignal).addEventListener !== 'function')) {
+    throw new InvalidWriteError(`signal must be an AbortSignal, got ${describe(signal)}`)
+  }
+  if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !Number.isFinite(timeoutMs))) {
+    throw new InvalidWriteError(`timeoutMs must be a positive number, got ${describe(timeoutMs)}`)
+  }
+  const upsert = (options as UpdateOptions).upsert
+  if (upsert !== undefined && typeof upsert !== 'boolean') throw new InvalidWriteError(`upsert must be a boolean, got ${describe(upsert)}`)
+  if (set !== 'insert') checkCommandOptions(options, set)
+}
+
+/**
+ * arrayFilters, collation and hint travel inside the write's statement: a value of the wrong
+ * shape would make the server refuse the whole update/delete command, i.e. every write of
+ * the batch. Their types are checked here; what only the server can judge (an identifier
+ * no path uses, an unknown locale or index) is refused by it for that write alone.
+ */
+function checkCommandOptions (options: UpdateOptions, set: OptionSet): void {
+  const { arrayFilters, collation, hint } = options as { arrayFilters?: unknown, collation?: unknown, hint?: unknown }
+  if (arrayFilters !== undefined && set === 'update') {
+    if (!Array.isArray(arrayFilters)) throw new InvalidWriteError(`arrayFilters must be an array of plain objects, got ${describe(arrayFilters)}`)
+    for (let i = 0; i < arrayFilters.length; i++) {
+      const filter: unknown = arrayFilters[i]
+      if (!isDocument(filter)) throw new InvalidWriteError(`arrayFilters[${i}] must be a plain object, got ${describe(filter)}`)
+    }
+  } else if (arrayFilters !== undefined && set === 'replace') {
+    // the server refuses arrayFilters on a replacement-style update
+    throw new InvalidWriteError(`arrayFilters cannot be used with replaceOne, got ${describe(arrayFilters)}`)
+  }
+  if (collation !== undefined) {
+    if (!isDocument(collation) || !('locale' in collation)) {
+      throw new InvalidWriteError(`collation must be a plain object with a string locale, got ${describe(collation)}`)
+    }
+    const locale: unknown = collation.locale
+    if (typeof locale !== 'string' || locale === '') throw new InvalidWriteError(`collation.locale must be a non-empty string, got ${describe(locale)}`)
+  }
+  // '' would not even be sent (the driver tests `if (hint)`): the caller meant something else
+  if (hint !== undefined && !(typeof hint === 'string' && hint !== '') && !isDocument(hint)) {
+    throw new InvalidWriteError(`hint must be an index name or an index spec object, got ${describe(hint)}`)
+  }
+}
