@@ -35,7 +35,7 @@ function curveTargets (loadCurve) {
   ]
 }
 
-export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve, cacheScale, loginDetached }) {
+export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve, cacheScale, loginDetached, cacheBus }) {
   const { noop, naive, buffered, fire } = byKey(http.results)
   const p99Ratio = http.ratios.bufferedP99VsNaive
   const worstOverhead = overhead.comparisons.reduce((a, b) => (b.overheadPct > a.overheadPct ? b : a))
@@ -44,6 +44,15 @@ export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, l
   const slowest = hotPath.results.reduce((a, b) => (b.nsPerOp > a.nsPerOp ? b : a))
   return [
     ...(loadCurve === undefined ? [] : curveTargets(loadCurve)),
+    ...(cacheBus === undefined
+      ? []
+      : [{
+          suite: 'cacheBus',
+          target: 'Cache bus: B\'s acknowledged write served by A\'s cache within 20 ms at p99',
+          measured: `p99 ${fmt(cacheBus.results[0]?.p99Ms, ' ms')} over ${fmt(cacheBus.results[0]?.trials)} trials`,
+          met: (cacheBus.results[0]?.p99Ms ?? Infinity) <= 20,
+          notes: `p50 ${fmt(cacheBus.results[0]?.p50Ms, ' ms')}; Redis alone p99 ${fmt(cacheBus.results[1]?.p99Ms, ' ms')}`,
+        }]),
     ...(loginDetached === undefined
       ? []
       : [{
