@@ -275,7 +275,7 @@ describe('cache bus (real Redis, real server)', () => {
     const log = recordingLogger()
     const t0 = performance.now()
     const wb = new WriteBuffer(dbA, { cache: bus(url), logger: log })
-    expect(performance.now() - t0).toBeLessThan(50)
+    expect(performance.now() - t0).toBeLessThan(1_000) // never waits for Redis (whose connect would take seconds to fail)
     await dbA.collection('start').insertOne({ _id: 1 as never, v: 1 })
     const c = wb.collection('start')
     for (let i = 0; i < 5; i++) expect(await c.findOne({ _id: 1 })).toMatchObject({ v: 1 })
@@ -289,7 +289,7 @@ describe('cache bus (real Redis, real server)', () => {
     const r0 = performance.now()
     await app.register(writeBufferPlugin, { db: dbA, connectTimeoutMs: 0, cache: bus(url) })
     await app.ready()
-    expect(performance.now() - r0).toBeLessThan(1_000)
+    expect(performance.now() - r0).toBeLessThan(3_000)
     expect(app.writeBuffer.cache?.stats().bus?.online).toBe(false)
 
     const server = await startRedis({ port }) as RedisServer
