@@ -6,6 +6,31 @@ interface ClientView {
   on?: (event: 'serverDescriptionChanged', listener: (ev: { newDescription: { type: string } }) => void) => unknown
 }
 
+/** What one client's server monitoring has told us; shared by every buffer on that client. */
+interface ClientState { known: boolean | undefined }
+
+/**
+ * One listener per client, however many buffers share it: a listener per buffer would never
+ * be removed (the client outlives a closed buffer) and would trip Node's MaxListeners warning
+ * at the eleventh buffer.
+ */
+const states = new WeakMap<object, ClientState>()
+
+function stateOf (client: ClientView): ClientState {
+  let state = states.get(client)
+  if (state === undefined) {
+    const created: ClientState = state = { known: undefined }
+    states.set(client, created)
+    client.on?.('serverDescriptionChanged', ev => { learn(created, ev.newDescription.type) })
+  }
+  return state
+}
+
+function learn (state: ClientState, type: string | undefined): void {
+  if (type === 'Standalone') state.known = false
+  else if (type !== undefined && type !== 'Unknown' && type !== 'PossiblePrimary') state.known = true
+}
+
 /**
  * Whether the driver's own retryable writes may have re-sent a batch before we saw its
  * error: on for replica sets and sharded clusters unless `retryWrites: false`; standalone
@@ -16,33 +41,28 @@ interface ClientView {
  */
 export class DriverRetries {
   readonly #client: ClientView | undefined
+  readonly #state: ClientState
   readonly #retryWrites: boolean
-  #known: boolean | undefined
 
   constructor (db: Db) {
     const client = this.#client = (db as unknown as { client?: ClientView }).client
     this.#retryWrites = client?.options?.retryWrites !== false
-    client?.on?.('serverDescriptionChanged', ev => { this.#learn(ev.newDescription.type) })
-  }
-
-  #learn (type: string | undefined): void {
-    if (type === 'Standalone') this.#known = false
-    else if (type !== undefined && type !== 'Unknown' && type !== 'PossiblePrimary') this.#known = true
+    this.#state = client === undefined ? { known: undefined } : stateOf(client)
   }
 
   mayHaveRetried (): boolean {
     this.#refresh()
-    return this.#retryWrites && this.#known === true
+    return this.#retryWrites && this.#state.known === true
   }
 
   /** Whether a server was ever reached: before that, no command can have been sent. */
   everConnected (): boolean {
     this.#refresh()
-    return this.#known !== undefined
+    return this.#state.known !== undefined
   }
 
   #refresh (): void {
     const servers = this.#client?.topology?.description?.servers
-    if (servers !== undefined) for (const server of servers.values()) this.#learn(server.type)
+    if (servers !== undefined) for (const server of servers.values()) learn(this.#state, server.type)
   }
 }

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events'
 import { describe, expect, it } from 'vitest'
 import type { Db } from 'mongodb'
 import { WriteBuffer, type WriteBufferOptions } from '../../src/index.js'
@@ -108,6 +109,19 @@ describe('the driver\'s rules', () => {
     Object.assign(db, { client: { options: {}, topology: { description: { servers: new Map([['a', { type: 'RSPrimary' }]]) } } } })
     const results = await Promise.allSettled([new WriteBuffer(db, { ...quick, retry: { maxAttempts: 1 } }).collection('c').updateOne({ _id: 1 }, { $inc: { n: 1 } })])
     expect(results.map(outcomeOf)).toEqual(['WRITE_BUFFER_BATCH_FAILED/unknown'])
+  })
+
+  it('buffers sharing a client share one server-monitoring listener, and each learns from it', async () => {
+    const client = Object.assign(new EventEmitter(), { options: {} })
+    const buffers = Array.from({ length: 20 }, () => {
+      const { db } = fakeDb(() => named('MongoServerSelectionError'))
+      Object.assign(db, { client })
+      return new WriteBuffer(db, { ...quick, retry: { maxAttempts: 1 } })
+    })
+    expect(client.listenerCount('serverDescriptionChanged')).toBe(1) // 20 listeners would warn at 11
+    client.emit('serverDescriptionChanged', { newDescription: { type: 'RSPrimary' } })
+    const results = await Promise.allSettled(buffers.map(b => b.collection('c').updateOne({ _id: 1 }, { $inc: { n: 1 } })))
+    expect(new Set(results.map(outcomeOf))).toEqual(new Set(['WRITE_BUFFER_BATCH_FAILED/unknown']))
   })
 
   it('after an ambiguous failure the targets stay fenced for maxTimeMS + margin: the retry and a later write wait', async () => {
