@@ -1,9 +1,12 @@
 // Child process (run with --expose-gc): CPU and allocations of the buffer's hot path
 // over a no-op sink, so no I/O is measured. Prints a JSON summary on stdout.
-// argv[2]: { ops, round, module? } — module: the build to measure (default: this checkout's dist)
+// argv[2]: { ops, round, module?, otel? } — module: the build to measure (default: this
+// checkout's dist); otel 'absent': @opentelemetry/api cannot be imported (otel-absent-hooks.mjs)
+import { register } from 'node:module'
 import v8 from 'node:v8'
 
-const { ops, round, module = '../dist/index.js' } = JSON.parse(process.argv[2])
+const { ops, round, module = '../dist/index.js', otel = 'installed' } = JSON.parse(process.argv[2])
+if (otel === 'absent') register('./otel-absent-hooks.mjs', import.meta.url)
 const { WriteBuffer } = await import(new URL(module, import.meta.url).href)
 const ALLOC_ROUND = 1000
 const ALLOC_SAMPLES = 10
@@ -59,7 +62,8 @@ async function bytesPerOp (write) {
   return samples.length === 0 ? null : Math.round(samples[Math.floor(samples.length / 2)])
 }
 
-const out = { gcAvailable: typeof globalThis.gc === 'function', ops, round, results: {} }
+const otelImportable = await import('@opentelemetry/api').then(() => true, () => false)
+const out = { gcAvailable: typeof globalThis.gc === 'function', otelImportable, ops, round, results: {} }
 for (const [kind, write] of Object.entries(kinds)) {
   const before = { ...sink }
   const ns = await nsPerOp(write)

@@ -133,5 +133,12 @@ export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, l
       met: hotPath.results.every(r => r.costVsBefore !== null && r.costVsBefore <= 1.05),
       notes: hotPath.notes[1],
     },
+    {
+      suite: 'hotPath',
+      target: 'Tracing free when unused: @opentelemetry/api installed, no SDK registered, ≤ 3% over the package absent',
+      measured: hotPath.results.map(r => `${r.kind} ${fmt(r.tracingCost, 'x')}`).join(', '),
+      met: hotPath.results.every(r => r.tracingCost !== null && r.tracingCost !== undefined && r.tracingCost <= 1.03),
+      notes: hotPath.notes[2],
+    },
   ]
 }
