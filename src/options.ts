@@ -84,7 +84,7 @@ export interface WriteBufferOptions {
    * it has (group commit). A positive value holds writes up to that long for bigger batches.
    */
   lingerMs?: number
-  /** @deprecated since 0.2: use `lingerMs` (same meaning; removed in the next minor version). */
+  /** @deprecated since 0.2.0: use `lingerMs` (same meaning; removed in the next minor version). */
   flushIntervalMs?: number
   /** Writes queued + in flight before `onFull` applies. Default 100,000. */
   maxPending?: number
@@ -94,7 +94,7 @@ export interface WriteBufferOptions {
   onFull?: 'wait' | 'reject'
   /** Concurrent bulkWrite commands across all collections. Default 4. */
   maxInFlight?: number
-  /** Merge consecutive same-target $set/$inc/$unset updateOnes into one op. Default true. */
+  /** Merge consecutive same-target updateOnes ($set, $inc, $unset, $max, $min, $addToSet, $setOnInsert) into one op. Default true. */
   coalesce?: boolean
   /** Write concern passed to every bulkWrite. Default: the collection's. */
   writeConcern?: WriteConcernSettings

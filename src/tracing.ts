@@ -17,7 +17,8 @@ import type { Context, Link, Span, SpanContext, Tracer, TracerProvider } from '@
 
 export const MAX_LINKS = 128
 const TRACER_NAME = 'fastify-write-buffer'
-const VERSION = '0.2.0'
+/** The package's version (a unit test keeps it equal to package.json's). */
+export const VERSION = '0.2.0'
 const SPAN_KIND_CLIENT = 2 // SpanKind.CLIENT, without importing the enum
 
 type Api = typeof import('@opentelemetry/api')

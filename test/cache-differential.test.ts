@@ -10,7 +10,7 @@ import { prng } from './support/prng.js'
  * after each read, everything is flushed and the same read is made with the raw driver. The
  * two answers must be identical, BSON types and key order included (both decoded with
  * promoteValues/promoteLongs off, compared as canonical Extended JSON).
- * FWB_CACHE_DIFF_STEPS sets the length (CI: 10,000; scripts/cache-differential.sh: more).
+ * FWB_CACHE_DIFF_STEPS sets the length (CI: 10,000; set it higher for a longer hunt).
  */
 const STEPS = Number(process.env.FWB_CACHE_DIFF_STEPS ?? 10_000)
 const SEED = Number(process.env.FWB_CACHE_DIFF_SEED ?? 20261125)

@@ -11,7 +11,7 @@ import { mongoUri, openDb } from './helpers.js'
 /**
  * app.close() during load: requests already inside their handlers finish normally and their
  * writes reach the database; requests that arrive after close began are not taken; the client
- * closes only after the buffer has drained (../shared/PITFALLS.md, 13).
+ * closes only after the buffer has drained.
  */
 const IN_HANDLER = 150
 const WORK_MS = 300

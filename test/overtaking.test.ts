@@ -6,7 +6,7 @@ import { mongoUri, openDb } from './helpers.js'
 
 /**
  * A late first attempt must never land after a later acknowledged write to its document
- * (../shared/PITFALLS.md, 9). The proxy holds an update command — or its reply — past the
+ * (a timeout does not stop the server executing it). The proxy holds an update command — or its reply — past the
  * driver's socket timeout; the buffer sees an ambiguous failure while the server may still
  * execute the command. Every round writes $set {v: 1} and then $set {v: 2} to each of 200
  * documents; at the end every document must equal its last acknowledged write.

@@ -28,7 +28,7 @@ export interface DispatchHooks {
  *   `setImmediate`, which runs after the I/O callbacks of this turn and their microtasks, so
  *   the writes of every request handled in this turn share one batch, and a lone write waits
  *   for no timer at all (a timer, even of 0 ms, made the buffer slower than no buffer at low
- *   load: see ../shared/PITFALLS.md).
+ *   load: 0.14x its throughput at one connection with a 5 ms timer).
  * - While a collection has a batch out, its new writes gather; the moment the batch returns
  *   they go (a microtask), as one batch, so batches grow with the load and round trips.
  * - A full batch (`maxBatchSize` / `maxBatchBytes`) goes at once whenever a slot is free.
@@ -61,7 +61,7 @@ export class Dispatcher implements QueueListener {
   // Bound to the async context of the buffer's construction: a send belongs to no caller.
   // Timers, immediates and microtasks otherwise carry the AsyncLocalStorage of whoever armed
   // them, and every bulkWrite, driver event and log line of a batch would be attributed to
-  // that one request (../shared/PITFALLS.md, 11).
+  // that one request.
   readonly #pumpTask = AsyncResource.bind((): void => {
     this.#pumpScheduled = false
     this.#safePump()

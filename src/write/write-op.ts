@@ -19,7 +19,7 @@ export const METHOD_OF = ['insertOne', 'updateOne', 'updateMany', 'replaceOne', 
  * per operation type (insert / update / delete), so a failed command maps to exactly the
  * writes it carried. Multi-document writes (updateMany, deleteMany) get groups of their own:
  * one of them in a bulkWrite makes the driver send the whole bulkWrite without retryable
- * writes (../shared/PITFALLS.md, 8).
+ * writes.
  */
 export const COMMAND_OF: readonly number[] = [0, 1, 3, 1, 2, 4]
 
