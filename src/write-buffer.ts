@@ -92,6 +92,7 @@ export class WriteBuffer {
         send: batch => { sender.send(batch) },
         timedOut,
         internalError: err => { o.logger?.error({ err }, 'write buffer: internal error while building a batch') },
+        flushWaiting: () => this.#flushes.waiting,
       })
     this.#deadlines = new Deadlines(o.writeTimeoutMs, {
       expire: (now, expired) => {

@@ -9,7 +9,9 @@ export function abortError (attempts: number): WriteBufferError {
 /**
  * A write's AbortSignal: aborting drops the write while it has never been sent (queued or
  * waiting for room). Once sent it may already be applied, so its caller learns the real
- * result. The Settler removes the listener when the write settles.
+ * result — and so it does when its update already travels with other writes (coalesced into
+ * an earlier write, or carrying later ones): it goes with them. The Settler removes the
+ * listener when the write settles.
  */
 export class Aborts {
   constructor (readonly settler: Settler) {}
@@ -24,8 +26,9 @@ export class Aborts {
   }
 
   #abort (op: WriteOp): void {
-    // a write others were coalesced into carries their updates too: it goes, as if sent
-    if (op.state === QUEUED && op.attempts === 0 && op.coalesced === null) {
+    // a write others were coalesced into carries their updates too, and a write coalesced
+    // into another is part of that one's update: either goes, as if sent
+    if (op.state === QUEUED && op.attempts === 0 && op.coalesced === null && !op.merged) {
       op.queue.forget(op)
       this.settler.reject(op, abortError(0))
     } else if (op.state === WAITING) {

@@ -75,6 +75,11 @@ export class CollectionQueue {
     if (leader !== undefined) {
       if (this.coalesce && leader.state === QUEUED && !leader.alone && !op.alone && tryCoalesce(leader, op)) {
         this.#coalesced++
+        if (op.deadline !== 0 && op.deadline < leader.lingerUntil) {
+          // it travels with the leader now: the leader goes by its deadline
+          leader.lingerUntil = op.deadline
+          if (this.#lingerEnd === 0 || op.deadline < this.#lingerEnd) this.#lingerEnd = op.deadline
+        }
         this.listener.queued(this)
         return true
       }

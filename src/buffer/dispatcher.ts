@@ -17,6 +17,8 @@ export interface DispatchHooks {
   timedOut: (op: WriteOp) => void
   /** a bug while building a batch (never expected; the buffer tries again on the next event) */
   internalError: (err: unknown) => void
+  /** whether a flush() or close() still waits: then nothing lingers, not even writes queued later */
+  flushWaiting: () => boolean
 }
 
 /**
@@ -37,9 +39,11 @@ export interface DispatchHooks {
  * is full or a batch returns, everything queued goes. So lingerMs bounds the wait of a write
  * that finds the buffer idle; users trade that latency for bigger batches at low load.
  *
- * Either way `maxInFlight` bounds the bulkWrites on the wire, and "due" (flush(), close(),
- * a retry whose backoff ended, a cache miss that must see queued writes) sends every queue
- * now until the queues have nothing more to give. Which writes go together is the queue's
+ * Either way `maxInFlight` bounds the bulkWrites on the wire, and "due" (a retry whose
+ * backoff ended, the linger timer) sends every queue now, as far as slots and held targets
+ * allow; what is left waits for whatever holds it (a batch's return, a backoff, a linger)
+ * to pump again. "Flushing" (flush(), close(), a cache miss that must see queued writes) is
+ * due that lasts while a flush waits, so a write that only gets room later does not linger. Which writes go together is the queue's
  * business (CollectionQueue.take); only when is decided here.
  */
 export class Dispatcher implements QueueListener {
@@ -48,7 +52,7 @@ export class Dispatcher implements QueueListener {
   #nextQueue = 0
   #inFlight = 0
   #due = false
-  /** due, lingering writes included (flush, close) */
+  /** due, lingering writes included, until nothing is queued and no flush() waits (flush, close, cache) */
   #flushing = false
   #pumpScheduled = false
   #lingerTimer: NodeJS.Timeout | null = null
@@ -99,11 +103,16 @@ export class Dispatcher implements QueueListener {
   queued (queue: CollectionQueue): void {
     if (this.#full(queue)) {
       this.#schedulePump()
+    } else if (this.#flushing) {
+      this.sendNow()
     } else if (this.#adaptive) {
       if (queue.inFlight === 0) this.#scheduleTurnEnd()
     } else if (!this.#due && !this.#timerArmed) {
+      // (due: a pump is already scheduled, and it takes this write too)
       this.#armTimer()
     }
+    // a write joined a lingering one and brought its end forward (its own deadline)
+    if (queue.lingerEnd !== 0 && (this.#lingerTimer === null || queue.lingerEnd < this.#lingerAt)) this.#armLinger()
   }
 
   /** Send everything queued, lingering writes too, as soon as slots allow (flush, close, a read that must see them). */
@@ -192,16 +201,17 @@ export class Dispatcher implements QueueListener {
     const { maxInFlight } = this.options
     const expired: WriteOp[] = []
     const at = { now: Date.now(), flushing: this.#flushing }
+    // due is consumed here: a batch returning meanwhile (or a backoff ending) sets it anew
+    const due = this.#due || this.#flushing
+    this.#due = false
     let progress = true
     while (progress && this.#inFlight < maxInFlight) {
       progress = false
-      let queued = 0
       const n = this.#queues.length
       for (let i = 0; i < n && this.#inFlight < maxInFlight; i++) {
         const queue = this.#queues[(this.#nextQueue + i) % n] as CollectionQueue
         if (queue.size === 0) continue
-        const batch = this.#due || this.#ready(queue) ? queue.take(this.options, at, expired) : null
-        queued += queue.size
+        const batch = due || this.#ready(queue) ? queue.take(this.options, at, expired) : null
         if (batch !== null) {
           this.#inFlight++
           this.sent++
@@ -210,9 +220,12 @@ export class Dispatcher implements QueueListener {
         }
       }
       this.#nextQueue++
-      // due ends when nothing is left; what is left otherwise waits behind writes that are out
-      if (queued === 0) this.#due = this.#flushing = false
     }
+    // What is left waits behind writes that are out, fenced or lingering: their return, their
+    // backoff's end or the linger timer pumps again. Only writes left for want of a slot stay due.
+    const left = this.#queues.some(queue => queue.size > 0)
+    if (left && due && this.#inFlight >= maxInFlight) this.#due = true
+    if (!left && this.#flushing && !this.hooks.flushWaiting()) this.#flushing = false
     this.#armLinger()
     for (const op of expired) this.hooks.timedOut(op)
   }
@@ -224,7 +237,14 @@ export class Dispatcher implements QueueListener {
       const e = queue.size > 0 ? queue.lingerEnd : 0
       if (e > 0 && (end === 0 || e < end)) end = e
     }
-    if (end === 0 || (this.#lingerTimer !== null && this.#lingerAt <= end)) return
+    if (end === 0) {
+      // nothing lingers any more (sent, flushed): a ref'd timer must not keep the process alive
+      if (this.#lingerTimer !== null) clearTimeout(this.#lingerTimer)
+      this.#lingerTimer = null
+      this.#lingerAt = 0
+      return
+    }
+    if (this.#lingerTimer !== null && this.#lingerAt <= end) return
     if (this.#lingerTimer !== null) clearTimeout(this.#lingerTimer)
     this.#lingerAt = end
     this.#lingerTimer = setTimeout(this.#lingerTask, Math.max(0, end - Date.now()))

@@ -17,6 +17,8 @@ export class FlushTracker {
   readonly #waiters: Waiter[] = []
 
   get unsettled (): number { return this.#unsettled }
+  /** whether a flush() still waits */
+  get waiting (): boolean { return this.#waiters.length > 0 }
 
   /** A write was submitted: returns the epoch to hand back to `settle`. */
   open (): number {

@@ -25,16 +25,17 @@ export class Retries {
     const cap = Math.min(maxDelayMs, baseDelayMs * 2 ** (batch.attempt - 1))
     const backoff = cap / 2 + Math.random() * cap / 2 // jitter: no thundering herd on recovery
     this.scheduled++
-    this.#hold(batch, Math.max(backoff, notBefore - Date.now()), false)
+    this.#hold(batch, Math.max(backoff, notBefore - Date.now()))
   }
 
   /** Holds the targets of `batch` (settled writes) until `until` (a Date.now() time). */
   fence (batch: Batch, until: number): void {
-    // unref'd: nothing waits on a fence but later writes, which keep the process alive themselves
-    this.#hold(batch, until - Date.now(), true)
+    // ref'd, like a backoff: a later write queued behind the fence has nothing else to wake
+    // it, and a process that exits meanwhile strands it (at most maxTimeMS + 1 s)
+    this.#hold(batch, until - Date.now())
   }
 
-  #hold (batch: Batch, delayMs: number, unref: boolean): void {
+  #hold (batch: Batch, delayMs: number): void {
     batch.queue.holdForRetry(batch)
     this.#waiting.add(batch)
     batch.retryTimer = setTimeout(() => {
@@ -43,7 +44,6 @@ export class Retries {
       batch.queue.endRetryWait(batch) // puts back only the writes still to be sent
       this.ready()
     }, Math.max(0, delayMs))
-    if (unref) batch.retryTimer.unref()
   }
 
   /** Stops every wait and hands back the batches that were waiting (close). */

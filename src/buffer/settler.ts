@@ -65,7 +65,12 @@ export class Settler {
     let n = 1
     if (op.coalesced !== null) {
       // only the first of a coalesced sequence could have upserted
-      for (const c of op.coalesced) { c.resolve(EMPTY); this.#release(c, true); n++ }
+      for (const c of op.coalesced) {
+        if (c.state === SETTLED) continue
+        c.resolve(EMPTY)
+        this.#release(c, true)
+        n++
+      }
     }
     this.acknowledged += n
     return n

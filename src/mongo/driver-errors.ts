@@ -110,8 +110,9 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome,
     // `ok: 0` reply) a write concern error: applied, but not as durably as asked
     const writeConcern = !isCommandError(e)
     if (!writeConcern && (code === OVERLOADED || e.hasErrorLabel?.('SystemOverloadedError') === true)) {
-      // MongoDB 8 sheds load before executing: not applied, worth retrying after a backoff
-      return { outcome: 'not-sent', transient: true, error: e }
+      // MongoDB 8 sheds load before executing: this attempt was not applied, worth retrying
+      // after a backoff — but it may answer the driver's own retry of an attempt that was
+      return { outcome: notSent, transient: true, error: e }
     }
     if (code !== undefined && NOT_EXECUTED_CODES.has(code) && !writeConcern) return { outcome: notSent, transient: true, error: e }
     if ((code !== undefined && TRANSIENT_CODES.has(code)) || e.hasErrorLabel?.('RetryableWriteError') === true) {

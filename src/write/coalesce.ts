@@ -156,6 +156,7 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
   }
   const into = (leader.coalesced ??= [])
   into.push(next)
+  next.merged = true
   if (next.coalesced !== null) {
     // `next` had writes coalesced into it already (a lingering write): they move along with it,
     // one level deep, and `next` keeps only its own update (to be taken apart again if refused)
@@ -179,6 +180,7 @@ export function uncoalesce (leader: WriteOp): WriteOp[] {
   leader.alone = true
   for (const op of coalesced) {
     op.alone = true
+    op.merged = false
     op.maybeApplied ||= leader.maybeApplied // an earlier attempt of the coalesced op may have applied it
   }
   return coalesced

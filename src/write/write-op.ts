@@ -76,6 +76,8 @@ export class WriteOp {
   deadline = 0
   /** later writes of the same target coalesced into this one; settled with it */
   coalesced: WriteOp[] | null = null
+  /** its update travels inside an earlier write's model (it is in that write's `coalesced`) */
+  merged = false
   /** this op's own update, kept while `model` carries the coalesced one (to uncoalesce) */
   ownUpdate: Document | null = null
   /** never coalesce again (a coalesced op was refused and is retried write by write) */

@@ -82,6 +82,15 @@ describe('the driver\'s rules', () => {
     expect(wb.stats().retries).toBe(1)
   })
 
+  it('on a replica set, a 462 may answer the driver\'s own retry of an attempt that was applied: unknown, an $inc not re-sent', async () => {
+    const overload = named('MongoServerError', { code: 462, errorResponse: { ok: 0 }, hasErrorLabel: (l: string) => l === 'SystemOverloadedError' || l === 'RetryableError' })
+    const { db, calls } = fakeDb((_m, n) => n === 1 ? overload : ok)
+    Object.assign(db, { client: { options: {}, topology: { description: { servers: new Map([['a', { type: 'RSPrimary' }]]) } } } })
+    const results = await Promise.allSettled([new WriteBuffer(db, quick).collection('c').updateOne({ _id: 1 }, { $inc: { n: 1 } })])
+    expect(results.map(outcomeOf)).toEqual(['WRITE_BUFFER_BATCH_FAILED/unknown'])
+    expect(calls).toHaveLength(1)
+  })
+
   it('a client closed while the bulkWrite was on the wire: outcome unknown, not "not-sent"', async () => {
     for (const name of ['MongoClientClosedError', 'MongoTopologyClosedError', 'MongoPoolClosedError']) {
       const { db } = fakeDb(() => named(name))

@@ -1,0 +1,123 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { describe, expect, it } from 'vitest'
+import type { Db } from 'mongodb'
+import { WriteBuffer, type WriteBufferOptions } from '../../src/index.js'
+
+/** Every bulkWrite is recorded (models as sent) and answered by `answer` (default: ok). */
+function fakeDb (answer: (n: number) => unknown = () => ({ upsertedIds: {} })) {
+  const calls: Array<{ at: number, models: unknown[] }> = []
+  const db = {
+    collection: (name: string) => ({
+      collectionName: name,
+      bulkWrite: async (models: unknown[]) => {
+        calls.push({ at: Date.now(), models: structuredClone(models) })
+        const out = answer(calls.length)
+        if (out instanceof Error) throw out
+        return await out
+      },
+      find: () => ({ toArray: async () => [] }),
+    }),
+  } as unknown as Db
+  return { db, calls }
+}
+
+function networkError (): Error {
+  return Object.defineProperty(new Error('connection 1 closed'), 'name', { value: 'MongoNetworkError' })
+}
+
+/** Timers that keep the event loop alive (unref'd ones are not listed). */
+function liveTimers (): number {
+  return process.getActiveResourcesInfo().filter(r => r === 'Timeout').length
+}
+
+const settledState = (p: Promise<unknown>): (() => string) => {
+  let s = 'pending'
+  p.then(() => { s = 'acknowledged' }, (e: { code?: string }) => { s = `rejected ${String(e.code)}` })
+  return () => s
+}
+
+describe('lingering writes: the rules around them', () => {
+  it('aborting a write already coalesced into a lingering one: it goes with it, and its caller gets the real result', async () => {
+    const { db, calls } = fakeDb()
+    const wb = new WriteBuffer(db)
+    const c = wb.collection('c')
+    const leader = c.updateOne({ _id: 1 }, { $set: { a: 1 } }, { lingerMs: 30 })
+    const ac = new AbortController()
+    const follower = c.updateOne({ _id: 1 }, { $set: { b: 1 } }, { signal: ac.signal }) // joins the leader as it arrives
+    ac.abort()
+    await expect(Promise.all([leader, follower])).resolves.toEqual([{}, {}])
+    expect(calls.map(x => x.models)).toEqual([[{ updateOne: { filter: { _id: 1 }, update: { $set: { a: 1, b: 1 } } } }]])
+    expect(wb.stats()).toMatchObject({ pending: 0, flushedOps: 2, failedOps: 0 })
+    await wb.close()
+  })
+
+  it('a write that joins a lingering one with an earlier deadline brings the send forward to it', async () => {
+    const { db, calls } = fakeDb()
+    const wb = new WriteBuffer(db)
+    const c = wb.collection('c')
+    const t0 = Date.now()
+    const leader = c.updateOne({ _id: 1 }, { $inc: { n: 1 } }, { lingerMs: 5_000 })
+    const follower = c.updateOne({ _id: 1 }, { $inc: { n: 1 } }, { timeoutMs: 100 })
+    await expect(Promise.all([leader, follower])).resolves.toEqual([{}, {}])
+    expect(calls).toHaveLength(1)
+    expect((calls[0]?.at ?? Infinity) - t0).toBeLessThan(1_000) // by the follower's deadline, not the leader's linger
+    await wb.close()
+  })
+
+  it('close() sends at once a lingering write that was still waiting for room when it began', async () => {
+    const { db, calls } = fakeDb(async () => { await sleep(30); return { upsertedIds: {} } })
+    const wb = new WriteBuffer(db, { maxPending: 1, closeTimeoutMs: 2_000 })
+    const c = wb.collection('c')
+    const first = c.updateOne({ _id: 1 }, { $set: { a: 1 } })
+    const waiting = c.updateOne({ _id: 2 }, { $set: { b: 1 } }, { lingerMs: 60_000 }) // no room yet
+    const t0 = Date.now()
+    await wb.close()
+    expect(Date.now() - t0).toBeLessThan(1_000)
+    await expect(Promise.all([first, waiting])).resolves.toEqual([{}, {}])
+    expect(calls).toHaveLength(2)
+  })
+
+  it('once nothing lingers, no linger timer keeps the process alive', async () => {
+    const { db } = fakeDb()
+    const before = liveTimers()
+    const wb = new WriteBuffer(db)
+    const write = wb.collection('c').updateOne({ _id: 1 }, { $set: { a: 1 } }, { lingerMs: 60_000 })
+    await sleep(5)
+    expect(liveTimers()).toBe(before + 1) // lingering: a process awaiting it must not exit
+    await wb.flush()
+    await write
+    expect(liveTimers()).toBe(before)
+    await wb.close()
+  })
+})
+
+describe('dispatch with a global lingerMs and a write held back', () => {
+  it('a write fenced after an ambiguous failure does not stop other documents from going after lingerMs', async () => {
+    const { db, calls } = fakeDb(n => (n === 1 ? networkError() : { upsertedIds: {} }))
+    const options: WriteBufferOptions = { lingerMs: 10, maxTimeMS: 500, retry: { maxAttempts: 1 } }
+    const wb = new WriteBuffer(db, options)
+    const c = wb.collection('c')
+    await expect(c.updateOne({ _id: 1 }, { $inc: { n: 1 } })).rejects.toMatchObject({ outcome: 'unknown' })
+    const behindFence = settledState(c.updateOne({ _id: 1 }, { $set: { x: 1 } })) // waits ~1.5 s: expected
+    await sleep(50)
+    const t0 = Date.now()
+    await c.updateOne({ _id: 2 }, { $set: { y: 1 } })
+    expect(Date.now() - t0).toBeLessThan(400)
+    expect(behindFence()).toBe('pending')
+    expect(calls).toHaveLength(2)
+    await wb.close()
+  })
+
+  it('a fence keeps the process alive while a write waits behind it', async () => {
+    const { db } = fakeDb(n => (n === 1 ? networkError() : { upsertedIds: {} }))
+    const before = liveTimers()
+    const wb = new WriteBuffer(db, { maxTimeMS: 50, retry: { maxAttempts: 1 } })
+    const c = wb.collection('c')
+    await expect(c.updateOne({ _id: 1 }, { $inc: { n: 1 } })).rejects.toMatchObject({ outcome: 'unknown' })
+    const behind = c.updateOne({ _id: 1 }, { $set: { x: 1 } })
+    await sleep(5)
+    expect(liveTimers()).toBeGreaterThan(before)
+    await expect(behind).resolves.toEqual({})
+    await wb.close()
+  })
+})
