@@ -2,6 +2,7 @@ import type { Db, Document } from 'mongodb'
 import { Admission } from './buffer/admission.js'
 import { abortError, Aborts } from './buffer/aborts.js'
 import { Deadlines, timeoutError } from './buffer/deadlines.js'
+import { DetachedFailures } from './buffer/detached-failures.js'
 import { Dispatcher } from './buffer/dispatcher.js'
 import { FlushTracker } from './buffer/flush-tracker.js'
 import { CollectionQueue } from './buffer/collection-queue.js'
@@ -14,11 +15,10 @@ import type { TracerProvider } from '@opentelemetry/api'
 import { ReadCache } from './cache/read-cache.js'
 import { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
 import { ErrorCodes, InvalidOptionError, WriteBufferError, type WriteOutcome } from './errors.js'
-import { describeError } from './mongo/driver-errors.js'
 import { DriverRetries } from './mongo/topology.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
 import { validateCollectionName, type WriteOptions } from './write/build-op.js'
-import { METHOD_OF, UPDATE_ONE, type WriteOp, type WriteResult } from './write/write-op.js'
+import { UPDATE_ONE, type WriteOp, type WriteResult } from './write/write-op.js'
 
 export interface WriteBufferStats {
   /** writes queued + in flight (+ waiting in retry backoff) */
@@ -79,7 +79,8 @@ export class WriteBuffer {
     }
     const cache = this.cache = o.cache === undefined ? undefined : new ReadCache(o.cache, o.logger)
     this.#admission = new Admission(o)
-    const settler = this.#settler = new Settler(this.#admission, this.#flushes, this.cache, (op, err) => { this.#detachedFailed(op, err) })
+    const detachedFailures = new DetachedFailures(o.onWriteError, o.logger)
+    const settler = this.#settler = new Settler(this.#admission, this.#flushes, this.cache, (op, err) => { detachedFailures.report(op, err) })
     this.#aborts = new Aborts(settler)
     const timedOut = (op: WriteOp): void => { settler.reject(op, timeoutError(op)) }
     this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() })
@@ -213,30 +214,6 @@ export class WriteBuffer {
     if (this.#tracing.capturing) op.traceLink = this.#tracing.activeSpan()
     this.#settler.openDetached(op)
     this.#enter(queue, op, options)
-  }
-
-  /** A detached write failed: its error goes to onWriteError (or the log) once, after this turn's settling. */
-  #detachedFailed (op: WriteOp, err: Error): void {
-    const { onWriteError, logger } = this.#options
-    const info = { collection: op.queue.name, kind: METHOD_OF[op.kind], detached: true }
-    queueMicrotask(() => {
-      const code = (err as { code?: unknown }).code
-      const outcome = (err as { outcome?: unknown }).outcome
-      const log = (msg: string, cause: unknown): void => {
-        if (logger !== undefined) logger.error({ ...info, code, outcome, err: describeError(cause) }, msg)
-        else process.emitWarning(`${msg}: ${describeError(cause)}`, { code: 'FWB_DETACHED_WRITE_FAILED' })
-      }
-      if (onWriteError === undefined) {
-        log('write buffer: a detached write failed', err)
-        return
-      }
-      try {
-        const r = (onWriteError as (e: Error, i: typeof info) => unknown)(err, info) // it may be async
-        if (r instanceof Promise) r.catch((bug: unknown) => { log('write buffer: onWriteError rejected', bug) })
-      } catch (bug) {
-        log('write buffer: onWriteError threw', bug)
-      }
-    })
   }
 
   #submit (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): Promise<WriteResult> {

@@ -94,10 +94,11 @@ describe('detached writes', () => {
     await tick()
     await tick()
     expect(logger.errors.map(e => e.msg).sort()).toEqual([
-      'write buffer: a detached write failed', 'write buffer: onWriteError rejected', 'write buffer: onWriteError threw',
+      'write buffer: detached writes failed', 'write buffer: onWriteError rejected', 'write buffer: onWriteError threw',
     ])
     expect(JSON.stringify(logger.errors)).not.toMatch(/pw/)
-    expect(logger.errors.find(e => e.msg === 'write buffer: a detached write failed')?.obj).toMatchObject({ collection: 'hooks', kind: 'insertOne', code: 11000 })
+    expect(logger.errors.find(e => e.msg === 'write buffer: detached writes failed')?.obj).toMatchObject({ collection: 'hooks', kind: 'insertOne', code: 11000, count: 1 })
+    expect(logger.errors.find(e => e.msg === 'write buffer: onWriteError threw')?.obj).toMatchObject({ code: 11000, err: expect.stringContaining('hook bug') })
     await Promise.all([throwing.close(), rejecting.close(), silent.close()])
     expect(unhandled).toEqual([])
   })
