@@ -186,6 +186,7 @@ export class WriteBuffer {
 
   /** close() timed out: tell every caller whose write was not sent. */
   #abandon (): void {
+    this.#sender.stopRetrying()
     const closedError = (op: WriteOp, why: string): WriteBufferError => {
       const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : 'not-sent'
       return new WriteBufferError(ErrorCodes.CLOSED, `write buffer closed ${why}`, outcome, op.attempts)

@@ -66,9 +66,10 @@ export class Admission {
     if (this.#waitHead < this.#waiters.length) this.#admitWaiters()
   }
 
-  /** A waiting op settled (aborted, expired, closed) before it got room. */
+  /** A waiting op settled (aborted, expired, closed) before it got room: those behind it may fit now. */
   leftWaiting (): void {
     this.#waiting--
+    if (this.#waitHead < this.#waiters.length) this.#admitWaiters()
   }
 
   #admitWaiters (): void {

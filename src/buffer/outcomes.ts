@@ -27,10 +27,10 @@ export interface RetryPolicy { maxAttempts: number, baseDelayMs: number }
  * A whole bulkWrite failed (no per-write errors): 'retry' when the failure is transient and
  * sending `op` again cannot apply it twice and it has attempts and time left; else the error.
  */
-export function afterBatchFailure (op: WriteOp, failure: Failure, now: number, policy: RetryPolicy, collection: string): 'retry' | Error {
+export function afterBatchFailure (op: WriteOp, failure: Failure, retryAt: number, policy: RetryPolicy, collection: string): 'retry' | Error {
   if (failure.outcome === 'unknown') op.maybeApplied = true
   const canRetry = failure.transient && op.attempts < policy.maxAttempts &&
-    (op.deadline === 0 || op.deadline > now + policy.baseDelayMs) &&
+    (op.deadline === 0 || op.deadline > retryAt) &&
     (failure.outcome === 'not-sent' || isRetrySafe(op))
   if (canRetry) return 'retry'
   const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : failure.outcome

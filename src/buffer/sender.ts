@@ -43,6 +43,8 @@ export class Sender {
    * resolved (the cache bus publishes them); `upsertedIdOf(i)` is the i-th one's upserted _id.
    */
   onAcknowledged: ((name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown) => void) | undefined
+  /** close() gave up waiting: a batch still on the wire that fails is not sent again */
+  #final = false
 
   constructor (
     readonly options: SenderOptions,
@@ -57,6 +59,14 @@ export class Sender {
     const common: BulkWriteOptions = wc === undefined ? { maxTimeMS: options.maxTimeMS } : { maxTimeMS: options.maxTimeMS, writeConcern: wc }
     this.#unordered = { ...common, ordered: false }
     this.#ordered = { ...common, ordered: true }
+  }
+
+  /** From now on nothing is sent again: a write that would be retried is rejected WRITE_BUFFER_CLOSED. */
+  stopRetrying (): void { this.#final = true }
+
+  #closedError (op: WriteOp): Error {
+    return new WriteBufferError(ErrorCodes.CLOSED, 'write buffer closed before this write could be sent again',
+      op.maybeApplied ? 'unknown' : 'not-sent', op.attempts)
   }
 
   send (batch: Batch): void {
@@ -144,9 +154,12 @@ export class Sender {
     let failed = 0
     for (const op of batch.ops) {
       if (op.state === SETTLED) continue
-      const verdict = afterBatchFailure(op, failure, now, this.options, name)
-      if (verdict === 'retry') {
+      // a retry goes no sooner than its backoff and the fence: one that would miss its deadline is not made
+      const verdict = afterBatchFailure(op, failure, Math.max(now + this.options.baseDelayMs, fenceUntil), this.options, name)
+      if (verdict === 'retry' && !this.#final) {
         retry.push(op)
+      } else if (verdict === 'retry') {
+        failed += this.settler.reject(op, this.#closedError(op))
       } else {
         failed += this.settler.reject(op, verdict)
         if (fenceUntil > 0) fenced.push(op)
@@ -203,6 +216,10 @@ export class Sender {
       }
     }
     if (applied !== undefined && applied.length > 0) this.onAcknowledged?.(queue.name, applied, i => upserted[i])
+    if (this.#final) {
+      for (const op of again) rejected += this.settler.reject(op, this.#closedError(op))
+      again.length = 0
+    }
     for (const op of again) op.state = QUEUED
     queue.requeueFront(again)
     this.#return(batch)

@@ -140,6 +140,25 @@ describe('admission: abort signals', () => {
     expect(fake.calls.map(x => x.ids)).toEqual([[1], [3]])
   })
 
+  it('a big write waiting for room that aborts lets a smaller one behind it in at once', async () => {
+    const MiB = 1024 * 1024
+    const { fake, wb, c } = harness({ maxPending: 100, maxPendingBytes: 17 * MiB })
+    fake.fallback = hold
+    const w1 = c.insertOne({ _id: 'a', blob: 'x'.repeat(10 * MiB) })
+    const first = await fake.waitForCalls(1)
+    const ac = new AbortController()
+    const big = settle(c.insertOne({ _id: 'b', blob: 'x'.repeat(10 * MiB) }, { signal: ac.signal })) // does not fit: waits
+    const small = c.insertOne({ _id: 'c' }) // fits, but waits behind it (FIFO)
+    expect(wb.stats()).toMatchObject({ pending: 1, waiting: 2 })
+    ac.abort()
+    expect(await big).toMatchObject({ status: 'rejected', reason: { code: ErrorCodes.ABORTED } })
+    expect(wb.stats()).toMatchObject({ pending: 2, waiting: 0 }) // admitted at once, not when the first settles
+    fake.fallback = apply
+    first.answer()
+    await Promise.all([w1, small])
+    expect(fake.calls.map(x => x.ids)).toEqual([['a'], ['c']])
+  })
+
   it('aborting a write already on the wire changes nothing: its caller gets the real answer', async () => {
     const { fake, c } = harness()
     fake.next(hold)
@@ -177,6 +196,18 @@ describe('close()', () => {
     expect(await inFlight.promise).toEqual({ status: 'fulfilled', value: { insertedId: 1 } })
     expect(wb.stats()).toMatchObject({ pending: 0, waiting: 0, inFlight: 0 })
     expect(fake.calls).toHaveLength(1) // nothing sent after close
+  })
+
+  it('a bulkWrite still on the wire when close() timed out, failing transiently afterwards, is not sent again', async () => {
+    const { fake, wb, c } = harness({ closeTimeoutMs: 30, retry: { baseDelayMs: 1 } })
+    fake.fallback = hold
+    const w = settle(c.insertOne({ _id: 1 }))
+    const call = await fake.waitForCalls(1)
+    await wb.close() // gives up on the in-flight one after 30 ms
+    call.answer(rejectWith(networkError))
+    expect(await w).toMatchObject({ status: 'rejected', reason: { code: ErrorCodes.CLOSED, outcome: 'unknown', attempts: 1 } })
+    await pause(20)
+    expect(fake.calls).toHaveLength(1)
   })
 
   it('a write waiting to be retried when close() times out ends CLOSED with outcome unknown', async () => {

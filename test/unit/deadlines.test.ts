@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { ErrorCodes, WriteBufferError } from '../../src/index.js'
-import { hold, pause, settle, track } from './fake-db.js'
+import { hold, networkError, pause, rejectWith, settle, track } from './fake-db.js'
 import { harness } from './harness.js'
 
 // Real timers, short deadlines: the buffer sweeps deadlines with its own (unref'd) timer, so
@@ -26,6 +26,17 @@ describe('deadlines', () => {
     expect(fake.calls.flatMap(x => x.ids)).toEqual([1]) // the timed-out write was never sent
     expect(fake.docs('c')).toEqual([{ _id: 1 }])
     expect(wb.stats()).toMatchObject({ pending: 0, flushedOps: 1, failedOps: 1 })
+  })
+
+  it('a retry that could only go after the write\'s deadline (behind a fence) is not made: it fails now, unknown', async () => {
+    const { fake, c } = harness({ maxTimeMS: 2_000, retry: { baseDelayMs: 1 } })
+    fake.next(rejectWith(networkError))
+    const t0 = Date.now()
+    // a $set is retry-safe, but its retry must wait out the fence (maxTimeMS + 1 s): past its 300 ms deadline
+    const w = await settle(c.updateOne({ _id: 1 }, { $set: { a: 1 } }, { timeoutMs: 300 }))
+    expect(w).toMatchObject({ status: 'rejected', reason: { code: ErrorCodes.BATCH_FAILED, outcome: 'unknown', attempts: 1 } })
+    expect(Date.now() - t0).toBeLessThan(1_000) // told at once, not after the fence
+    expect(fake.calls).toHaveLength(1)
   })
 
   it('writeTimeoutMs is the default deadline of every write', async () => {

@@ -12,7 +12,7 @@ function downDb (): Db {
 
 function memoryLogger () {
   const errors: Array<{ obj: Record<string, unknown>, msg?: string }> = []
-  return { errors, debug: () => {}, warn: () => {}, error: (obj: Record<string, unknown>, msg?: string) => { errors.push({ obj, msg }) } }
+  return { errors, debug: () => {}, warn: () => {}, error: (obj: object, msg?: string) => { errors.push({ obj: obj as Record<string, unknown>, msg }) } }
 }
 
 describe('failed detached writes without onWriteError', () => {
