@@ -31,7 +31,8 @@ export function numeric (v: unknown): Numeric | undefined {
     const value = (v as { value: number }).value
     return Number.isNaN(value) ? undefined : { kind: 'double', value }
   }
-  if (t === 'Long') return { kind: 'long', value: BigInt((v as { toString: () => string }).toString()) }
+  // an unsigned Long travels as its 64 bits: the server reads them as a signed int64
+  if (t === 'Long') return { kind: 'long', value: BigInt.asIntN(64, BigInt((v as { toString: () => string }).toString())) }
   return undefined
 }
 

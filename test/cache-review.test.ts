@@ -1,0 +1,49 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { BSON, Long, type Db, type Document, type MongoClient } from 'mongodb'
+import { WriteBuffer } from '../src/index.js'
+import { openDb } from './helpers.js'
+
+/**
+ * Regressions found in review of the read cache: each case reads through the cache, writes
+ * through the buffer, and compares what the cache then answers with the server's own answer
+ * (BSON types and field order included).
+ */
+let client: MongoClient
+let db: Db
+beforeAll(async () => {
+  ({ client, db } = await openDb('cache_review'))
+})
+afterAll(async () => { await client.close() })
+
+const ejson = (v: unknown): string => BSON.EJSON.stringify(v, { relaxed: false })
+
+/** What the cache answers now, and what the server answers, for one read. */
+async function both (wb: WriteBuffer, name: string, filter: Document, projection?: Document): Promise<[string, string]> {
+  const options = projection === undefined ? undefined : { projection }
+  const cached = await wb.collection(name).findOne(filter, options)
+  await wb.flush()
+  const server = await db.collection(name).findOne(filter, options)
+  return [ejson(cached), ejson(server)]
+}
+
+describe('read cache review regressions', () => {
+  it('integers past 2^53: double 2^60 and Long(2^60) are one document, Long(2^60 + 24) another', async () => {
+    const X = 2 ** 60
+    const A = Long.fromString('1152921504606846976') // 2^60 exactly
+    const B = Long.fromString('1152921504606847000') // what String(2 ** 60) prints: another value
+    await db.collection('big').insertMany([{ _id: A as never, who: 'A', v: 1 }, { _id: B as never, who: 'B' }])
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 } })
+    const c = wb.collection('big')
+    expect(await c.findOne({ _id: A })).toMatchObject({ who: 'A', v: 1 })
+    await c.updateOne({ _id: X }, { $set: { v: 2 } }) // a double filter: equal to Long(2^60) on the server
+    const [cached, server] = await both(wb, 'big', { _id: A })
+    expect(cached).toBe(server)
+    expect(await c.findOne({ _id: A })).toMatchObject({ who: 'A', v: 2 })
+    // another cache, fresh: the double's answer must not be served for B
+    const wb2 = new WriteBuffer(db, { cache: { ttlMs: 60_000 } })
+    expect(await wb2.collection('big').findOne({ _id: X })).toMatchObject({ who: 'A' })
+    expect(await wb2.collection('big').findOne({ _id: B })).toMatchObject({ who: 'B' })
+    await wb.close()
+    await wb2.close()
+  })
+})
