@@ -46,4 +46,25 @@ describe('read cache review regressions', () => {
     await wb.close()
     await wb2.close()
   })
+
+  it('a read by another field whose projection leaves _id out sees a later write and delete by _id', async () => {
+    await db.collection('proj').insertOne({ _id: 1 as never, email: 'a@x', name: 'old' })
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 } })
+    const c = wb.collection('proj')
+    const projection = { _id: 0, name: 1 }
+    expect(await c.findOne({ email: 'a@x' }, { projection })).toEqual({ name: 'old' })
+    await c.updateOne({ _id: 1 }, { $set: { name: 'new' } })
+    expect(await c.findOne({ email: 'a@x' }, { projection })).toEqual({ name: 'new' })
+    await c.deleteOne({ _id: 1 })
+    expect(await c.findOne({ email: 'a@x' }, { projection })).toBeNull()
+    // a projection that computes _id: not the document's _id either
+    await db.collection('proj').insertOne({ _id: 2 as never, email: 'b@x', name: 'old' })
+    const computed = { _id: '$email', name: 1 }
+    const first = await c.findOne({ email: 'b@x' }, { projection: computed })
+    await c.updateOne({ _id: 2 }, { $set: { name: 'new' } })
+    const [cached, server] = await both(wb, 'proj', { email: 'b@x' }, computed)
+    expect(cached).toBe(server)
+    expect(ejson(first)).not.toBe(server)
+    await wb.close()
+  })
 })

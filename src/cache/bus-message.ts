@@ -202,11 +202,15 @@ export function decode (bytes: Uint8Array): BusMessage {
 /**
  * Whether a remote write may have changed the answer `doc` of findOne(`filter`): the same
  * rules as write-effects.ts#applyRemote applies to cached entries, for a load in flight.
+ * `idKnown`: the answer's `_id` is its document's own (a projection neither left it out nor
+ * computed it).
  */
-export function remoteAffects (write: RemoteWrite, doc: Document | null, filter: Filter, projected: boolean): boolean {
+export function remoteAffects (write: RemoteWrite, doc: Document | null, filter: Filter, projected: boolean, idKnown = !projected): boolean {
   if (write.all) return true
   const filterId = idTargetOf(filter)
-  const docId = doc === null || doc._id === undefined ? undefined : targetOfId(doc._id)
+  const docId = doc === null || doc._id === undefined || !idKnown ? undefined : targetOfId(doc._id)
+  // a document whose _id the answer does not show may be any of the written ones
+  if (doc !== null && docId === undefined && write.ids.length > 0) return true
   for (const id of write.ids) {
     const target = targetOfId(id)
     if (target === filterId || target === docId) return true

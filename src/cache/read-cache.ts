@@ -54,6 +54,8 @@ interface Flight {
   key: string
   name: string
   projected: boolean
+  /** the answer's `_id` is its document's own (see showsId) */
+  idKnown: boolean
   /** write sequence number when the read was sent */
   startSeq: number
   /** writes noted while it runs: they may race it */
@@ -197,7 +199,7 @@ export class ReadCache {
     }
     this.#stats.misses++
     const own: Flight = {
-      key, name, projected: projection !== undefined, startSeq: 0, noted: [], late: [], remote: [], busEpoch: 0, readAt: 0, promise: null as unknown as Promise<Uint8Array | null>,
+      key, name, projected: projection !== undefined, idKnown: projection === undefined || showsId(projection), startSeq: 0, noted: [], late: [], remote: [], busEpoch: 0, readAt: 0, promise: null as unknown as Promise<Uint8Array | null>,
     }
     // registered before the load starts: its `finally` must find it to remove it
     this.#flights.set(key, own)
@@ -237,9 +239,9 @@ export class ReadCache {
       // here or (cache bus) in another instance, and the bus said nothing was missed meanwhile
       const doc = exactDoc(bytes)
       if (!this.#pending.raced(flight.noted, doc, filter, flight.projected) && flight.busEpoch === this.#busEpoch &&
-          !raced(flight.remote, doc, filter, flight.projected) && this.#servable(flight.readAt)) {
+          !raced(flight.remote, doc, filter, flight.projected, flight.idKnown) && this.#servable(flight.readAt)) {
         const ttlMs = bytes === null ? this.#options.negativeTtlMs : this.#options.ttlMs
-        if (ttlMs > 0) this.#store.put(flight.key, name, filter, flight.projected, bytes, doc, ttlMs, flight.readAt)
+        if (ttlMs > 0) this.#store.put(flight.key, name, filter, flight.projected, bytes, doc, ttlMs, flight.readAt, flight.idKnown)
       }
       return bytes
     } finally {
@@ -281,7 +283,26 @@ function exactDoc (bytes: Uint8Array | null): Document | null {
 }
 
 /** Whether any of these remote batches may have changed the answer `doc` to `filter`. */
-function raced (messages: readonly BusMessage[], doc: Document | null, filter: Filter, projected: boolean): boolean {
-  for (const m of messages) if (remoteAffects(m.write, doc, filter, projected)) return true
+function raced (messages: readonly BusMessage[], doc: Document | null, filter: Filter, projected: boolean, idKnown: boolean): boolean {
+  for (const m of messages) if (remoteAffects(m.write, doc, filter, projected, idKnown)) return true
   return false
+}
+
+/**
+ * Whether a projection shows the document's own `_id`: a plain object where `_id` is absent
+ * (shown by default), 1 or true, and no `_id.…` path reshapes it. `{ _id: 0 }` leaves it out;
+ * `{ _id: '$email' }` or a literal computes another value.
+ */
+function showsId (projection: Document): boolean {
+  const proto: unknown = Object.getPrototypeOf(projection)
+  if (proto !== Object.prototype && proto !== null) return false
+  for (const k in projection) {
+    if (k === '_id') {
+      const v: unknown = projection[k]
+      if (v !== 1 && v !== true) return false
+    } else if (k.startsWith('_id.')) {
+      return false
+    }
+  }
+  return true
 }

@@ -15,7 +15,8 @@ const EXACT = { promoteValues: false, promoteLongs: false } as const
  * document only when it targets exactly that document (`{ _id: value }`) and its update can
  * be applied exactly as the server would ($set, $unset, $inc, $setOnInsert on plain paths, or
  * a replacement); otherwise every entry it may affect is dropped:
- * - a write by `_id`: the entries holding that document;
+ * - a write by `_id`: the entries holding that document, and those whose projection hides
+ *   their document's `_id`;
  * - a write by decidable equalities: the entries whose document may match (a per-field index
  *   finds them without decoding the others);
  * - any other filter: every entry of the collection;
@@ -68,6 +69,8 @@ export class WriteEffects {
       drop(this.store.withId(name, target))
       drop(this.store.byFilterId(name, target))
     }
+    // answers that do not show their document's _id may hold one of these documents
+    if (write.ids.length > 0) drop(this.store.unknownIds(name))
     if (write.filters.length > 0) {
       // a projection may hide the fields a filter tests: such entries cannot be ruled out
       for (const e of this.store.projected(name)) this.#invalidate(e)
@@ -100,8 +103,9 @@ export class WriteEffects {
     const id = idTargetOf(body.filter)
     if (op.kind !== DELETE_ONE && op.kind !== DELETE_MANY) this.#dropRivalsOf(name, body, op.kind === REPLACE_ONE, id)
     if (id !== undefined) {
-      // the entries holding the document, and reads by its _id whose projection left _id out
-      const holding = new Set([...this.store.withId(name, id), ...this.store.byFilterId(name, id)])
+      // the entries holding the document, reads by its _id whatever their projection, and
+      // answers whose projection left out (or computed) _id: they may hold it too
+      const holding = new Set([...this.store.withId(name, id), ...this.store.byFilterId(name, id), ...this.store.unknownIds(name)])
       for (const e of holding) this.#patch(e, op, body)
     } else {
       const eq = equalities(body.filter)
