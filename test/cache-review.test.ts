@@ -67,4 +67,27 @@ describe('read cache review regressions', () => {
     expect(ejson(first)).not.toBe(server)
     await wb.close()
   })
+
+  it('one update creates its new fields in the order the server does (by path, not as written)', async () => {
+    await db.collection('order').insertMany([
+      { _id: 1 as never, k: 0 }, { _id: 2 as never, k: 0 }, { _id: 3 as never, k: 0 }, { _id: 4 as never, k: 0 }, { _id: 5 as never, k: 0 },
+    ])
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 } })
+    const c = wb.collection('order')
+    const updates: Array<[number, Document]> = [
+      [1, { $set: { zeta: 1, alpha: 1 } }],
+      [2, { $set: { zeta: 1 }, $inc: { alpha: 1 } }],
+      [3, { $set: { 'b.y': 1, 'a.x': 1, 'b.x': 1 }, $max: { c: 2 } }],
+      [4, { $set: { 10: 1, 9: 1 } }], // numeric names (numeric order on MongoDB): not patched
+      [5, { $set: { 'a.x': 1 }, $max: { 'a-b': 2 } }], // a, a-b part by part; a-b, a.x as strings: not patched
+    ]
+    for (const [id] of updates) await c.findOne({ _id: id })
+    for (const [id, update] of updates) await c.updateOne({ _id: id }, update)
+    for (const [id] of updates) {
+      const [cached, server] = await both(wb, 'order', { _id: id })
+      expect(cached, String(id)).toBe(server)
+    }
+    expect(wb.cache?.stats().patches).toBe(3)
+    await wb.close()
+  })
 })

@@ -48,3 +48,35 @@ describe('answers whose projection hides _id', () => {
     })
   }
 })
+
+/** The patched document of a cached `{ _id: 1 }` read after `update`, as EJSON; null when the entry was dropped. */
+function patched (doc: Document, update: Document): string | null {
+  const store = storeOf([['e', { _id: 1 }, doc, false, true]])
+  new WriteEffects(store).apply('users', buildUpdate(false, { _id: 1 }, update, undefined))
+  const entry = store.get('e', 0)
+  return entry?.bytes == null ? null : BSON.EJSON.stringify(BSON.deserialize(entry.bytes, { promoteValues: false }), { relaxed: false })
+}
+const order = (s: string | null): string[] | null => s === null ? null : Object.keys(JSON.parse(s) as object)
+
+describe('patch field order (MongoDB ≥ 5.0: one update applies its paths in name order)', () => {
+  it('new fields are created by name, whatever the order or operator they were written in', () => {
+    expect(order(patched({ _id: 1, k: 0 }, { $set: { zeta: 1, alpha: 1 } }))).toEqual(['_id', 'k', 'alpha', 'zeta'])
+    expect(order(patched({ _id: 1, k: 0 }, { $set: { zeta: 1 }, $inc: { alpha: 1 }, $max: { mid: 1 } }))).toEqual(['_id', 'k', 'alpha', 'mid', 'zeta'])
+    expect(patched({ _id: 1 }, { $set: { 'b.y': 1, 'a.x': 1, 'b.x': 1 } })).toBe('{"_id":{"$numberInt":"1"},"a":{"x":{"$numberInt":"1"}},"b":{"x":{"$numberInt":"1"},"y":{"$numberInt":"1"}}}')
+    // existing fields stay where they are
+    expect(order(patched({ _id: 1, z: 0, a: 0 }, { $set: { z: 1, b: 1, a: 1 } }))).toEqual(['_id', 'z', 'a', 'b'])
+  })
+
+  it('where the order is not modelled, or the server refuses the update, the entry is dropped', () => {
+    expect(patched({ _id: 1 }, { $set: { 10: 1, 9: 1 } })).toBeNull() // numeric names: numeric order
+    expect(patched({ _id: 1 }, { $set: { 'a.10': 1, 'a.b': 1 } })).toBeNull()
+    expect(patched({ _id: 1 }, { $set: { é: 1, z: 1 } })).toBeNull() // not ASCII
+    expect(patched({ _id: 1 }, { $set: { 'a.x': 1, 'a-b': 1 } })).toBeNull() // part by part ≠ whole string
+    expect(patched({ _id: 1 }, { $set: { a: 1 }, $inc: { a: 1 } })).toBeNull() // conflict: refused by the server
+    expect(patched({ _id: 1 }, { $set: { a: 1, 'a.b': 1 } })).toBeNull()
+    expect(patched({ _id: 1, a: [{ b: 1 }] }, { $set: { 'a.$.b': 1 } })).toBeNull() // positional
+    // one path: its order cannot matter
+    expect(patched({ _id: 1 }, { $set: { 10: 1 } })).not.toBeNull()
+    expect(order(patched({ _id: 1 }, { $set: { é: 1 } }))).toEqual(['_id', 'é'])
+  })
+})
