@@ -90,4 +90,29 @@ describe('read cache review regressions', () => {
     expect(wb.cache?.stats().patches).toBe(3)
     await wb.close()
   })
+
+  it('undefined in an update or a replacement: the cache shows what the driver sent (null by default)', async () => {
+    for (const ignoreUndefined of [false, true]) {
+      const opened = await openDb(`cache_review_undef_${String(ignoreUndefined)}`, { ignoreUndefined })
+      try {
+        await opened.db.collection('u').insertOne({ _id: 1 as never, a: 1, b: 'keep' })
+        const wb = new WriteBuffer(opened.db, { cache: { ttlMs: 60_000 } })
+        const c = wb.collection('u')
+        await c.findOne({ _id: 1 })
+        await c.updateOne({ _id: 1 }, { $set: { a: 2, b: undefined } })
+        const afterUpdate = ejson(await c.findOne({ _id: 1 }))
+        await wb.flush()
+        expect(afterUpdate, `update, ignoreUndefined ${String(ignoreUndefined)}`).toBe(ejson(await opened.db.collection<{ _id: number }>('u').findOne({ _id: 1 })))
+        await c.findOne({ _id: 1 })
+        await c.replaceOne({ _id: 1 }, { a: 3, note: undefined, sub: { x: undefined } })
+        const afterReplace = ejson(await c.findOne({ _id: 1 }))
+        await wb.flush()
+        expect(afterReplace, `replace, ignoreUndefined ${String(ignoreUndefined)}`).toBe(ejson(await opened.db.collection<{ _id: number }>('u').findOne({ _id: 1 })))
+        await wb.close()
+      } finally {
+        await opened.db.dropDatabase()
+        await opened.client.close()
+      }
+    }
+  })
 })

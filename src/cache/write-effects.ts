@@ -174,7 +174,9 @@ export class WriteEffects {
     if (e.bytes === null) return
     const doc = BSON.deserialize(e.bytes, EXACT)
     let next: Document | null = null
-    if (!e.projected && op.kind === REPLACE_ONE && body.replacement !== undefined) {
+    if (hasUndefined(op.kind === REPLACE_ONE ? body.replacement : body.update)) {
+      // the driver sends undefined as null, or leaves the field out (ignoreUndefined): not patched
+    } else if (!e.projected && op.kind === REPLACE_ONE && body.replacement !== undefined) {
       // the server keeps the document's _id, first
       const { _id: ignored, ...rest } = body.replacement
       next = { _id: doc._id as unknown, ...rest }
@@ -255,6 +257,22 @@ function comparePaths (a: string, b: string): number {
     if (p !== q) return p < q ? -1 : 1
   }
   return x.length - y.length
+}
+
+/** Whether `undefined` is anywhere in a value (documents, arrays, Maps; not inside BSON values). */
+function hasUndefined (v: unknown): boolean {
+  if (v === undefined) return true
+  if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v) || v instanceof Date || (v as { _bsontype?: unknown })._bsontype !== undefined) return false
+  if (v instanceof Map) {
+    for (const x of v.values()) if (hasUndefined(x)) return true
+    return false
+  }
+  if (Array.isArray(v)) {
+    for (const x of v) if (hasUndefined(x)) return true
+    return false
+  }
+  for (const k in v) if (hasUndefined((v as Record<string, unknown>)[k])) return true
+  return false
 }
 
 function isDocument (v: unknown): v is Document {

@@ -3,7 +3,7 @@ import { BSON, type Document } from 'mongodb'
 import { remoteAffects, summarize } from '../../src/cache/bus-message.js'
 import { EntryStore } from '../../src/cache/entry-store.js'
 import { WriteEffects } from '../../src/cache/write-effects.js'
-import { buildDelete, buildUpdate } from '../../src/write/build-op.js'
+import { buildDelete, buildReplace, buildUpdate } from '../../src/write/build-op.js'
 import type { WriteOp } from '../../src/write/write-op.js'
 
 /** What a write does to cached entries (WriteEffects, local and remote), without a server. */
@@ -78,5 +78,17 @@ describe('patch field order (MongoDB ≥ 5.0: one update applies its paths in na
     // one path: its order cannot matter
     expect(patched({ _id: 1 }, { $set: { 10: 1 } })).not.toBeNull()
     expect(order(patched({ _id: 1 }, { $set: { é: 1 } }))).toEqual(['_id', 'é'])
+  })
+})
+
+describe('undefined in a write (the driver sends null, or leaves the field out with ignoreUndefined)', () => {
+  it('is never patched: the entry is dropped', () => {
+    expect(patched({ _id: 1, a: 1 }, { $set: { a: 2, b: undefined } })).toBeNull()
+    expect(patched({ _id: 1, a: 1 }, { $set: { a: { x: [1, undefined] } } })).toBeNull()
+    expect(patched({ _id: 1, a: 1 }, { $set: { a: new Map([['x', undefined]]) } })).toBeNull()
+    const store = storeOf([['e', { _id: 1 }, { _id: 1, a: 1 }, false, true]])
+    new WriteEffects(store).apply('users', buildReplace({ _id: 1 }, { a: 3, sub: { x: undefined } }, undefined))
+    expect(store.get('e', 0)).toBeUndefined()
+    expect(patched({ _id: 1, a: 1 }, { $set: { a: null } })).not.toBeNull() // null is a value
   })
 })
