@@ -115,4 +115,20 @@ describe('read cache review regressions', () => {
       }
     }
   })
+
+  it('two projections that differ only in key order are two reads', async () => {
+    await db.collection('pkeys').insertOne({ _id: 1 as never, a: 1, b: 2 })
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 } })
+    const p1 = { _id: 0, y: '$b', x: '$a' }
+    const p2 = { _id: 0, x: '$a', y: '$b' }
+    const [c1, s1] = await both(wb, 'pkeys', { _id: 1 }, p1)
+    expect(c1).toBe(s1)
+    const [c2, s2] = await both(wb, 'pkeys', { _id: 1 }, p2)
+    expect(c2).toBe(s2)
+    // undefined in a projection is sent as null or left out (ignoreUndefined): read through, not cached
+    const entries = wb.cache?.stats().entries
+    await wb.collection('pkeys').findOne({ _id: 1 }, { projection: { _id: 0, a: 1, b: undefined } })
+    expect(wb.cache?.stats().entries).toBe(entries)
+    await wb.close()
+  })
 })

@@ -134,3 +134,19 @@ export function compareExact (a: unknown, b: unknown): number | undefined {
   if (a instanceof Date && b instanceof Date) return a.getTime() - b.getTime()
   return undefined
 }
+
+/** Whether `undefined` is anywhere in a value (documents, arrays, Maps; not inside BSON values). */
+export function hasUndefined (v: unknown): boolean {
+  if (v === undefined) return true
+  if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v) || v instanceof Date || (v as { _bsontype?: unknown })._bsontype !== undefined) return false
+  if (v instanceof Map) {
+    for (const x of v.values()) if (hasUndefined(x)) return true
+    return false
+  }
+  if (Array.isArray(v)) {
+    for (const x of v) if (hasUndefined(x)) return true
+    return false
+  }
+  for (const k in v) if (hasUndefined((v as Record<string, unknown>)[k])) return true
+  return false
+}

@@ -6,6 +6,7 @@ import { targetOf } from '../write/target.js'
 import { INSERT, type WriteOp } from '../write/write-op.js'
 import { remoteAffects, type BusMessage } from './bus-message.js'
 import { CacheBus, type BusStats } from './bus.js'
+import { hasUndefined } from './bson-values.js'
 import { EntryStore } from './entry-store.js'
 import { equalities, type Filter } from './filter-facts.js'
 import { PendingWrites } from './pending-writes.js'
@@ -175,9 +176,11 @@ export class ReadCache {
       return collection.findOne(f, options)
     }
     const projection = options?.projection
-    // length-prefixed parts: no filter value can forge another filter's (or projection's) key
+    // length-prefixed parts: no filter value can forge another filter's (or projection's) key.
+    // A projection is keyed by its bytes, key order kept: computed fields come back in
+    // projection order, so `{ y: '$b', x: '$a' }` and `{ x: '$a', y: '$b' }` are two reads.
     const target = targetOf(f)
-    const proj = projection === undefined ? '' : targetOf(projection)
+    const proj = projection === undefined ? '' : Buffer.from(BSON.serialize(projection, { serializeFunctions: true })).toString('latin1')
     const key = `${name.length}:${name}${target.length}:${target}${proj}`
     const decode = (bytes: Uint8Array | null): Document | null => bytes === null ? null : BSON.deserialize(bytes, collection.bsonOptions)
     const now = Date.now()
@@ -270,10 +273,16 @@ export class ReadCache {
   }
 }
 
-/** Only filter + projection make a cached read: anything else (sort, skip, collation, BSON options…) goes to the server. */
+/**
+ * Only filter + projection make a cached read: anything else (sort, skip, collation, BSON
+ * options…) goes to the server; so does a projection that is not a document or holds
+ * undefined (sent as null or left out, by the client's ignoreUndefined: not one key).
+ */
 function cacheable (filter: Filter, options: FindOptions | undefined): boolean {
   if (options !== undefined) {
     for (const k in options) if (k !== 'projection' && (options as Record<string, unknown>)[k] !== undefined) return false
+    const projection: unknown = options.projection
+    if (projection !== undefined && (typeof projection !== 'object' || projection === null || Array.isArray(projection) || hasUndefined(projection))) return false
   }
   return equalities(filter) !== undefined
 }

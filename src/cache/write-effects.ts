@@ -3,7 +3,7 @@ import type { Document } from 'mongodb'
 import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteBody, type WriteOp } from '../write/write-op.js'
 import { overlaps } from '../write/paths.js'
 import { targetOfId } from '../write/target.js'
-import { compareExact, increment } from './bson-values.js'
+import { compareExact, hasUndefined, increment } from './bson-values.js'
 import type { RemoteWrite } from './bus-message.js'
 import type { Entry, EntryStore } from './entry-store.js'
 import { disjoint, equalities, idTargetOf, intersects, matches, updatedRoots } from './filter-facts.js'
@@ -257,22 +257,6 @@ function comparePaths (a: string, b: string): number {
     if (p !== q) return p < q ? -1 : 1
   }
   return x.length - y.length
-}
-
-/** Whether `undefined` is anywhere in a value (documents, arrays, Maps; not inside BSON values). */
-function hasUndefined (v: unknown): boolean {
-  if (v === undefined) return true
-  if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v) || v instanceof Date || (v as { _bsontype?: unknown })._bsontype !== undefined) return false
-  if (v instanceof Map) {
-    for (const x of v.values()) if (hasUndefined(x)) return true
-    return false
-  }
-  if (Array.isArray(v)) {
-    for (const x of v) if (hasUndefined(x)) return true
-    return false
-  }
-  for (const k in v) if (hasUndefined((v as Record<string, unknown>)[k])) return true
-  return false
 }
 
 function isDocument (v: unknown): v is Document {
