@@ -131,4 +131,20 @@ describe('read cache review regressions', () => {
     expect(wb.cache?.stats().entries).toBe(entries)
     await wb.close()
   })
+
+  it('a $set of an own "__proto__" field (a body from JSON.parse) is not patched as a prototype', async () => {
+    await db.collection('proto').insertOne({ _id: 1 as never, a: 1 })
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 } })
+    const c = wb.collection('proto')
+    await c.findOne({ _id: 1 })
+    await c.updateOne({ _id: 1 }, { $set: JSON.parse('{"__proto__": 5, "b": 2}') as Document })
+    const [cached, server] = await both(wb, 'proto', { _id: 1 })
+    expect(cached).toBe(server)
+    // inherited names are not fields: $inc of `constructor` creates it, as on the server
+    await c.findOne({ _id: 1 })
+    await c.updateOne({ _id: 1 }, { $inc: { constructor: 1 }, $max: { toString: 3 } })
+    const [cached2, server2] = await both(wb, 'proto', { _id: 1 })
+    expect(cached2).toBe(server2)
+    await wb.close()
+  })
 })

@@ -263,12 +263,19 @@ function isDocument (v: unknown): v is Document {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date) && (v as { _bsontype?: unknown })._bsontype === undefined
 }
 
+/** A field of a decoded document: own properties only (`constructor`, `toString` are not fields). */
+function own (node: Document, name: string): unknown {
+  return Object.hasOwn(node, name) ? node[name] : undefined
+}
+
 function applyPath (doc: Document, op: string, path: string, value: unknown): boolean {
   const parts = path.split('.')
+  // `node.__proto__ = v` would set a prototype, not the field the server writes
+  if (parts.includes('__proto__')) return false
   let node: Document = doc
   for (let i = 0; i < parts.length - 1; i++) {
     const p = parts[i] as string
-    const next: unknown = node[p]
+    const next: unknown = own(node, p)
     if (next === undefined) {
       if (op === '$unset') return true // nothing to unset
       node = node[p] = {}
@@ -283,7 +290,7 @@ function applyPath (doc: Document, op: string, path: string, value: unknown): bo
   } else if (op === '$unset') {
     delete node[leaf]
   } else if (op === '$max' || op === '$min') {
-    const current: unknown = node[leaf]
+    const current: unknown = own(node, leaf)
     if (current === undefined) {
       node[leaf] = value
     } else {
@@ -292,7 +299,7 @@ function applyPath (doc: Document, op: string, path: string, value: unknown): bo
       if (op === '$max' ? order < 0 : order > 0) node[leaf] = value
     }
   } else {
-    const sum = increment(node[leaf], value)
+    const sum = increment(own(node, leaf), value)
     if (sum === undefined) return false
     node[leaf] = sum.kind === 'int' ? new Int32(Number(sum.value)) : sum.kind === 'long' ? Long.fromBigInt(BigInt(sum.value)) : new Double(Number(sum.value))
   }

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { BSON, type Document } from 'mongodb'
 import { remoteAffects, summarize } from '../../src/cache/bus-message.js'
 import { EntryStore } from '../../src/cache/entry-store.js'
+import { matches } from '../../src/cache/filter-facts.js'
 import { WriteEffects } from '../../src/cache/write-effects.js'
 import { buildDelete, buildReplace, buildUpdate } from '../../src/write/build-op.js'
 import type { WriteOp } from '../../src/write/write-op.js'
@@ -90,5 +91,21 @@ describe('undefined in a write (the driver sends null, or leaves the field out w
     new WriteEffects(store).apply('users', buildReplace({ _id: 1 }, { a: 3, sub: { x: undefined } }, undefined))
     expect(store.get('e', 0)).toBeUndefined()
     expect(patched({ _id: 1, a: 1 }, { $set: { a: null } })).not.toBeNull() // null is a value
+  })
+})
+
+describe('field names that are Object.prototype names', () => {
+  it('a path through __proto__ is never patched (an assignment would set a prototype)', () => {
+    expect(patched({ _id: 1, a: 1 }, { $set: JSON.parse('{"__proto__": 5, "b": 2}') as Document })).toBeNull()
+    expect(patched({ _id: 1, a: 1 }, { $set: { '__proto__.x': 1 } })).toBeNull()
+    expect(patched({ _id: 1, a: 1 }, { $inc: { 'a.__proto__': 1 } })).toBeNull()
+  })
+
+  it('inherited names are not fields: $inc/$max create them, a filter on them does not match', () => {
+    expect(patched({ _id: 1 }, { $inc: { constructor: 1 } })).toBe('{"_id":{"$numberInt":"1"},"constructor":{"$numberInt":"1"}}')
+    expect(patched({ _id: 1 }, { $max: { toString: 3 } })).toBe('{"_id":{"$numberInt":"1"},"toString":{"$numberInt":"3"}}')
+    expect(patched({ _id: 1 }, { $set: { 'valueOf.x': 3 } })).toBe('{"_id":{"$numberInt":"1"},"valueOf":{"x":{"$numberInt":"3"}}}')
+    expect(matches({ toString: 'x' }, { _id: 1 })).toBe(false)
+    expect(matches({ constructor: 1 }, { _id: 1, constructor: 1 })).toBe(true)
   })
 })
