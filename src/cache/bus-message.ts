@@ -12,7 +12,8 @@ import { UNKNOWN, valueHash, valueKeys } from './value-keys.js'
  * (a collision drops an entry too many, never one too few).
  *
  * A receiver drops (write-effects.ts#applyRemote):
- * - `all`: every entry of the collection (a write whose filter the cache does not decide);
+ * - `all`: every entry of the collection (a write whose filter the cache does not decide, or
+ *   with a collation);
  * - `ids`: the entries holding one of these documents, and cached reads by these `_id`s
  *   (cached nulls included);
  * - `filters`: the entries whose document one of these equality filters may match (writes
@@ -111,7 +112,8 @@ export function summarize (ops: readonly WriteOp[], upsertedIdOf: (index: number
       s.document(body.document)
       continue
     }
-    if (idTargetOf(body.filter) !== undefined) s.id(body.filter._id)
+    if (body.collation !== undefined) s.all = true // strings compared by the collation: not decided here
+    else if (idTargetOf(body.filter) !== undefined) s.id(body.filter._id)
     else if (equalities(body.filter) !== undefined) s.filters.set(targetOf(body.filter), body.filter)
     else s.all = true
     const upserted = upsertedIdOf(i)

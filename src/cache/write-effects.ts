@@ -20,7 +20,8 @@ const EXACT = { promoteValues: false, promoteLongs: false } as const
  *   their document's `_id`;
  * - a write by decidable equalities: the entries whose document may match (a per-field index
  *   finds them without decoding the others);
- * - any other filter: every entry of the collection;
+ * - any other filter, or a write with a collation (the cache compares strings by their
+ *   bytes): every entry of the collection;
  * - cached "not found" answers: an insert that may match, an upsert or replacement, or an
  *   update of a field the cached filter tests.
  */
@@ -101,6 +102,11 @@ export class WriteEffects {
       return
     }
     const body = op.body
+    if (body.collation !== undefined) {
+      // its filter compares strings by the collation, the cache by bytes: it may touch anything
+      this.invalidateAll(name)
+      return
+    }
     const id = idTargetOf(body.filter)
     if (op.kind !== DELETE_ONE && op.kind !== DELETE_MANY) this.#dropRivalsOf(name, body, op.kind === REPLACE_ONE, id)
     if (id !== undefined) {

@@ -3,6 +3,7 @@ import { BSON, type Document } from 'mongodb'
 import { remoteAffects, summarize } from '../../src/cache/bus-message.js'
 import { EntryStore } from '../../src/cache/entry-store.js'
 import { matches } from '../../src/cache/filter-facts.js'
+import { affects, PendingWrites } from '../../src/cache/pending-writes.js'
 import { WriteEffects } from '../../src/cache/write-effects.js'
 import { buildDelete, buildReplace, buildUpdate } from '../../src/write/build-op.js'
 import type { WriteOp } from '../../src/write/write-op.js'
@@ -108,4 +109,34 @@ describe('field names that are Object.prototype names', () => {
     expect(matches({ toString: 'x' }, { _id: 1 })).toBe(false)
     expect(matches({ constructor: 1 }, { _id: 1, constructor: 1 })).toBe(true)
   })
+})
+
+describe('a write with a collation (its filter compares strings its own way; the cache compares bytes)', () => {
+  const collation = { locale: 'en', strength: 2 } // case-insensitive: 'A@X' selects 'a@x'
+  const entries = (): Array<[string, Document, Document | null, boolean, boolean]> => [
+    ['by-id', { _id: 1 }, { _id: 1, email: 'a@x', plan: 'free' }, false, true],
+    ['by-email', { email: 'a@x' }, { _id: 1, email: 'a@x', plan: 'free' }, false, true],
+    ['by-string-id', { _id: 'a' }, { _id: 'a', plan: 'free' }, false, true],
+    ['negative', { email: 'z@x' }, null, false, true],
+  ]
+  const keys = ['by-id', 'by-email', 'by-string-id', 'negative']
+  const writes: Array<[string, WriteOp]> = [
+    ['updateOne by email', buildUpdate(false, { email: 'A@X' }, { $set: { plan: 'pro' } }, { collation })],
+    ['updateOne by _id', buildUpdate(false, { _id: 'A' }, { $set: { plan: 'pro' } }, { collation })],
+    ['deleteOne by email', buildDelete(false, { email: 'A@X' }, { collation })],
+  ]
+  for (const [label, op] of writes) {
+    it(`${label}: drops every entry of the collection, and a read may be raced by it`, () => {
+      const store = storeOf(entries())
+      new WriteEffects(store).apply('users', op)
+      expect(kept(store, keys)).toEqual([])
+      expect(affects(op, { _id: 1, email: 'a@x', plan: 'free' }, { email: 'a@x' }, false)).toBe(true)
+      expect(affects(op, { _id: 'a', plan: 'free' }, { _id: 'a' }, false)).toBe(true)
+      const pending = new PendingWrites()
+      pending.add('users', op)
+      expect(pending.toTarget('users', { _id: 'a' })).toEqual([op])
+      expect(pending.missedBy('users', { _id: 'a' }, { _id: 'a', plan: 'free' }, 1, false)).toEqual([op])
+      expect(summarize([op], none).all).toBe(true)
+    })
+  }
 })
