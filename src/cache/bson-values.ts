@@ -17,11 +17,14 @@ const INT32_MAX = 2 ** 31 - 1
 const INT64_MIN = -(2n ** 63n)
 const INT64_MAX = 2n ** 63n - 1n
 
-/** A number's BSON reading: a JS number is serialized as int32 when it is one, else double. */
+/**
+ * A number's BSON reading: a JS number is serialized as int32 when it is one, else double
+ * (-0 too: js-bson writes it as a double, keeping its sign).
+ */
 export function numeric (v: unknown): Numeric | undefined {
   if (typeof v === 'number') {
     if (Number.isNaN(v)) return undefined
-    return Number.isInteger(v) && v >= INT32_MIN && v <= INT32_MAX ? { kind: 'int', value: v } : { kind: 'double', value: v }
+    return Number.isInteger(v) && v >= INT32_MIN && v <= INT32_MAX && !Object.is(v, -0) ? { kind: 'int', value: v } : { kind: 'double', value: v }
   }
   if (typeof v === 'bigint') return { kind: 'long', value: v }
   if (typeof v !== 'object' || v === null) return undefined
@@ -103,13 +106,17 @@ function knownOtherType (v: unknown): false | undefined {
   return undefined
 }
 
-/** The server's `$inc`: int32 + int32 → int32 (int64 on overflow); with an int64 → int64; with a double → double. */
+/**
+ * The server's `$inc`: int32 + int32 → int32 (int64 on overflow); with an int64 → int64; with a
+ * double → double. A missing field is set to the operand as it is (a double -0 stays -0).
+ */
 export function increment (current: unknown, by: unknown): { kind: Numeric['kind'], value: number | bigint } | undefined {
-  const a = current === undefined ? { kind: 'int' as const, value: 0 } : numeric(current)
   const b = numeric(by)
-  if (a === undefined || b === undefined) return undefined
-  if (a.kind === 'double' || b.kind === 'double') return { kind: 'double', value: Number(a.value) + Number(b.value) }
+  if (b === undefined) return undefined
   if (current === undefined) return b
+  const a = numeric(current)
+  if (a === undefined) return undefined
+  if (a.kind === 'double' || b.kind === 'double') return { kind: 'double', value: Number(a.value) + Number(b.value) }
   const sum = BigInt(a.value) + BigInt(b.value)
   if (a.kind === 'long' || b.kind === 'long' || sum < BigInt(INT32_MIN) || sum > BigInt(INT32_MAX)) {
     return sum < INT64_MIN || sum > INT64_MAX ? undefined : { kind: 'long', value: sum } // int64 overflow: the server refuses

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { BSON, type Document } from 'mongodb'
+import { BSON, Double, type Document } from 'mongodb'
+import { numeric } from '../../src/cache/bson-values.js'
 import { remoteAffects, summarize } from '../../src/cache/bus-message.js'
 import { EntryStore } from '../../src/cache/entry-store.js'
 import { matches } from '../../src/cache/filter-facts.js'
@@ -139,4 +140,20 @@ describe('a write with a collation (its filter compares strings its own way; the
       expect(summarize([op], none).all).toBe(true)
     })
   }
+})
+
+describe('-0 (js-bson serializes it as a double, sign kept: int32 + double is a double on the server)', () => {
+  it('the driver sends -0 as a BSON double', () => {
+    const bytes = BSON.serialize({ x: -0 })
+    expect(bytes[4]).toBe(0x01) // element type: double
+    expect(Object.is(BSON.deserialize(bytes, { promoteValues: false }).x.value, -0)).toBe(true)
+    expect(numeric(-0)).toEqual({ kind: 'double', value: -0 })
+    expect(numeric(0)).toEqual({ kind: 'int', value: 0 })
+  })
+
+  it('$inc by -0 makes an int32 a double, and sets a missing field to -0', () => {
+    expect(patched({ _id: 1, n: 5 }, { $inc: { n: -0, m: -0 } })).toBe('{"_id":{"$numberInt":"1"},"n":{"$numberDouble":"5.0"},"m":{"$numberDouble":"-0.0"}}')
+    expect(patched({ _id: 1, n: 5 }, { $inc: { n: 0, m: 0 } })).toBe('{"_id":{"$numberInt":"1"},"n":{"$numberInt":"5"},"m":{"$numberInt":"0"}}')
+    expect(patched({ _id: 1, n: 5 }, { $inc: { m: new Double(-0) } })).toBe('{"_id":{"$numberInt":"1"},"n":{"$numberInt":"5"},"m":{"$numberDouble":"-0.0"}}')
+  })
 })
