@@ -17,11 +17,14 @@ const INT32_MAX = 2 ** 31 - 1
 const INT64_MIN = -(2n ** 63n)
 const INT64_MAX = 2n ** 63n - 1n
 
-/** A number's BSON reading: a JS number is serialized as int32 when it is one, else double. */
+/**
+ * A number's BSON reading: a JS number is serialized as int32 when it is one, else double
+ * (-0 too: js-bson writes it as a double, keeping its sign).
+ */
 export function numeric (v: unknown): Numeric | undefined {
   if (typeof v === 'number') {
     if (Number.isNaN(v)) return undefined
-    return Number.isInteger(v) && v >= INT32_MIN && v <= INT32_MAX ? { kind: 'int', value: v } : { kind: 'double', value: v }
+    return Number.isInteger(v) && v >= INT32_MIN && v <= INT32_MAX && !Object.is(v, -0) ? { kind: 'int', value: v } : { kind: 'double', value: v }
   }
   if (typeof v === 'bigint') return { kind: 'long', value: v }
   if (typeof v !== 'object' || v === null) return undefined
@@ -31,7 +34,8 @@ export function numeric (v: unknown): Numeric | undefined {
     const value = (v as { value: number }).value
     return Number.isNaN(value) ? undefined : { kind: 'double', value }
   }
-  if (t === 'Long') return { kind: 'long', value: BigInt((v as { toString: () => string }).toString()) }
+  // an unsigned Long travels as its 64 bits: the server reads them as a signed int64
+  if (t === 'Long') return { kind: 'long', value: BigInt.asIntN(64, BigInt((v as { toString: () => string }).toString())) }
   return undefined
 }
 
@@ -102,13 +106,17 @@ function knownOtherType (v: unknown): false | undefined {
   return undefined
 }
 
-/** The server's `$inc`: int32 + int32 → int32 (int64 on overflow); with an int64 → int64; with a double → double. */
+/**
+ * The server's `$inc`: int32 + int32 → int32 (int64 on overflow); with an int64 → int64; with a
+ * double → double. A missing field is set to the operand as it is (a double -0 stays -0).
+ */
 export function increment (current: unknown, by: unknown): { kind: Numeric['kind'], value: number | bigint } | undefined {
-  const a = current === undefined ? { kind: 'int' as const, value: 0 } : numeric(current)
   const b = numeric(by)
-  if (a === undefined || b === undefined) return undefined
-  if (a.kind === 'double' || b.kind === 'double') return { kind: 'double', value: Number(a.value) + Number(b.value) }
+  if (b === undefined) return undefined
   if (current === undefined) return b
+  const a = numeric(current)
+  if (a === undefined) return undefined
+  if (a.kind === 'double' || b.kind === 'double') return { kind: 'double', value: Number(a.value) + Number(b.value) }
   const sum = BigInt(a.value) + BigInt(b.value)
   if (a.kind === 'long' || b.kind === 'long' || sum < BigInt(INT32_MIN) || sum > BigInt(INT32_MAX)) {
     return sum < INT64_MIN || sum > INT64_MAX ? undefined : { kind: 'long', value: sum } // int64 overflow: the server refuses
@@ -132,4 +140,20 @@ export function compareExact (a: unknown, b: unknown): number | undefined {
   }
   if (a instanceof Date && b instanceof Date) return a.getTime() - b.getTime()
   return undefined
+}
+
+/** Whether `undefined` is anywhere in a value (documents, arrays, Maps; not inside BSON values). */
+export function hasUndefined (v: unknown): boolean {
+  if (v === undefined) return true
+  if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v) || v instanceof Date || (v as { _bsontype?: unknown })._bsontype !== undefined) return false
+  if (v instanceof Map) {
+    for (const x of v.values()) if (hasUndefined(x)) return true
+    return false
+  }
+  if (Array.isArray(v)) {
+    for (const x of v) if (hasUndefined(x)) return true
+    return false
+  }
+  for (const k in v) if (hasUndefined((v as Record<string, unknown>)[k])) return true
+  return false
 }

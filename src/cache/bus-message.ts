@@ -12,7 +12,8 @@ import { UNKNOWN, valueHash, valueKeys } from './value-keys.js'
  * (a collision drops an entry too many, never one too few).
  *
  * A receiver drops (write-effects.ts#applyRemote):
- * - `all`: every entry of the collection (a write whose filter the cache does not decide);
+ * - `all`: every entry of the collection (a write whose filter the cache does not decide, or
+ *   with a collation);
  * - `ids`: the entries holding one of these documents, and cached reads by these `_id`s
  *   (cached nulls included);
  * - `filters`: the entries whose document one of these equality filters may match (writes
@@ -111,7 +112,8 @@ export function summarize (ops: readonly WriteOp[], upsertedIdOf: (index: number
       s.document(body.document)
       continue
     }
-    if (idTargetOf(body.filter) !== undefined) s.id(body.filter._id)
+    if (body.collation !== undefined) s.all = true // strings compared by the collation: not decided here
+    else if (idTargetOf(body.filter) !== undefined) s.id(body.filter._id)
     else if (equalities(body.filter) !== undefined) s.filters.set(targetOf(body.filter), body.filter)
     else s.all = true
     const upserted = upsertedIdOf(i)
@@ -202,11 +204,15 @@ export function decode (bytes: Uint8Array): BusMessage {
 /**
  * Whether a remote write may have changed the answer `doc` of findOne(`filter`): the same
  * rules as write-effects.ts#applyRemote applies to cached entries, for a load in flight.
+ * `idKnown`: the answer's `_id` is its document's own (a projection neither left it out nor
+ * computed it).
  */
-export function remoteAffects (write: RemoteWrite, doc: Document | null, filter: Filter, projected: boolean): boolean {
+export function remoteAffects (write: RemoteWrite, doc: Document | null, filter: Filter, projected: boolean, idKnown = !projected): boolean {
   if (write.all) return true
   const filterId = idTargetOf(filter)
-  const docId = doc === null || doc._id === undefined ? undefined : targetOfId(doc._id)
+  const docId = doc === null || doc._id === undefined || !idKnown ? undefined : targetOfId(doc._id)
+  // a document whose _id the answer does not show may be any of the written ones
+  if (doc !== null && docId === undefined && write.ids.length > 0) return true
   for (const id of write.ids) {
     const target = targetOfId(id)
     if (target === filterId || target === docId) return true

@@ -12,9 +12,14 @@ export interface Entry {
   /** top-level fields the filter mentions */
   fields: Set<string>
   projected: boolean
+  /**
+   * the answer's `_id` is the document's own (false: a projection left it out or computed
+   * it; a write by `_id` cannot tell whether it holds that document)
+   */
+  idKnown: boolean
   /** the document's BSON, or null for a cached "not found" */
   bytes: Uint8Array | null
-  /** target of the document's _id, when it has one */
+  /** target of the document's _id, when the answer shows it (idKnown) */
   idTarget: string | undefined
   /** keys of the per-field index this entry is listed under */
   indexKeys: string[]
@@ -30,8 +35,9 @@ const EMPTY: readonly Entry[] = []
 /**
  * The cached entries: LRU by entries and bytes (a Map's insertion order is the LRU order),
  * both limits held at all times (patches included). Indexed by collection, by document
- * `_id`, by top-level field value (so a write by `{ email }` finds the entries it may touch
- * without decoding the others), and cached "not found" answers by collection; for the cache
+ * `_id` (or as holding a document whose `_id` is not shown), by top-level field value (so a
+ * write by `{ email }` finds the entries it may touch without decoding the others), and
+ * cached "not found" answers by collection; for the cache
  * bus (write-effects.ts#applyRemote) also by the `_id` a filter pins and by the hashes of a
  * filter's equalities. Lookups return copies: callers may remove while iterating.
  */
@@ -59,9 +65,9 @@ export class EntryStore {
     return entry
   }
 
-  put (key: string, name: string, filter: Filter, projected: boolean, bytes: Uint8Array | null, doc: Document | null, ttlMs: number, readAt: number): void {
+  put (key: string, name: string, filter: Filter, projected: boolean, bytes: Uint8Array | null, doc: Document | null, ttlMs: number, readAt: number, idKnown = !projected): void {
     const entry: Entry = {
-      key, name, filter, fields: fieldsOf(filter), projected, bytes, idTarget: undefined, indexKeys: [], expires: Date.now() + ttlMs, readAt,
+      key, name, filter, fields: fieldsOf(filter), projected, idKnown, bytes, idTarget: undefined, indexKeys: [], expires: Date.now() + ttlMs, readAt,
     }
     const old = this.#entries.get(key)
     if (old !== undefined) this.remove(old)
@@ -99,6 +105,8 @@ export class EntryStore {
   byFilterId (name: string, idTarget: string): readonly Entry[] { return this.#list(`l\0${name}\0${idTarget}`) }
   /** Entries whose filter (not a lone `_id`) has an equality `field: value` of this hash (value-keys.ts#valueHash). */
   byValueHash (name: string, hash: number): readonly Entry[] { return this.#list(`h\0${name}\0${hash}`) }
+  /** Entries holding a document whose `_id` the answer does not show (a projection left it out or computed it). */
+  unknownIds (name: string): readonly Entry[] { return this.#list(`u\0${name}`) }
   /** Entries of projected reads (they may lack the fields a write's filter tests). */
   projected (name: string): readonly Entry[] { return this.#list(`p\0${name}`) }
   /** Entries whose filter (not a lone `_id`) tests `field` for equality with `value` (the keys of a value: see valueKeys). */
@@ -156,9 +164,11 @@ export class EntryStore {
       keys.push(`n\0${entry.name}`)
     } else {
       if (entry.projected) keys.push(`p\0${entry.name}`)
-      if (doc._id !== undefined) {
+      if (entry.idKnown && doc._id !== undefined) {
         entry.idTarget = targetOfId(doc._id)
         keys.push(`i\0${entry.name}\0${entry.idTarget}`)
+      } else {
+        keys.push(`u\0${entry.name}`)
       }
       for (const field in doc) {
         for (const valueKey of valueKeys(doc[field])) keys.push(`f\0${entry.name}\0${field}\0${valueKey}`)

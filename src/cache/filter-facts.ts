@@ -38,7 +38,8 @@ export function matches (filter: Filter, doc: Document | null | undefined): bool
 export function matchesEqualities (eq: Array<[string, unknown]>, doc: Document): boolean | undefined {
   let unknown = false
   for (const [field, scalar] of eq) {
-    const r = fieldEquals(doc[field], scalar)
+    // own fields only: `constructor` or `toString` is not a field of a document without it
+    const r = fieldEquals(Object.hasOwn(doc, field) ? doc[field] : undefined, scalar)
     if (r === false) return false
     if (r === undefined) unknown = true
   }

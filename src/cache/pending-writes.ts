@@ -110,15 +110,20 @@ export class PendingWrites {
   }
 }
 
-/** The document a write is known to touch, or undefined for a write that may touch several. */
+/**
+ * The document a write is known to touch, or undefined for a write that may touch several (a
+ * collation compares strings its own way: `{ _id: 'A' }` may select `'a'`).
+ */
 function targetOfWrite (op: WriteOp): string | undefined {
-  return op.kind === INSERT ? op.target : idTargetOf(op.body.filter)
+  if (op.kind === INSERT) return op.target
+  return op.body.collation === undefined ? idTargetOf(op.body.filter) : undefined
 }
 
 /** Whether `op` could change what findOne(filter) returns, given what it returned (`doc`). */
 export function affects (op: WriteOp, doc: Document | null, filter: Filter, projected: boolean): boolean {
   if (op.kind === INSERT) return doc === null && matches(filter, op.body.document) !== false
   const body = op.body
+  if (body.collation !== undefined) return true // strings compared by the collation, not decided here
   if (doc !== null) {
     if (projected || doc._id === undefined) return !disjoint(body.filter, filter)
     const id = idTargetOf(body.filter)

@@ -6,6 +6,7 @@ import { targetOf } from '../write/target.js'
 import { INSERT, type WriteOp } from '../write/write-op.js'
 import { remoteAffects, type BusMessage } from './bus-message.js'
 import { CacheBus, type BusStats } from './bus.js'
+import { hasUndefined } from './bson-values.js'
 import { EntryStore } from './entry-store.js'
 import { equalities, type Filter } from './filter-facts.js'
 import { PendingWrites } from './pending-writes.js'
@@ -54,6 +55,8 @@ interface Flight {
   key: string
   name: string
   projected: boolean
+  /** the answer's `_id` is its document's own (see showsId) */
+  idKnown: boolean
   /** write sequence number when the read was sent */
   startSeq: number
   /** writes noted while it runs: they may race it */
@@ -173,9 +176,11 @@ export class ReadCache {
       return collection.findOne(f, options)
     }
     const projection = options?.projection
-    // length-prefixed parts: no filter value can forge another filter's (or projection's) key
+    // length-prefixed parts: no filter value can forge another filter's (or projection's) key.
+    // A projection is keyed by its bytes, key order kept: computed fields come back in
+    // projection order, so `{ y: '$b', x: '$a' }` and `{ x: '$a', y: '$b' }` are two reads.
     const target = targetOf(f)
-    const proj = projection === undefined ? '' : targetOf(projection)
+    const proj = projection === undefined ? '' : Buffer.from(BSON.serialize(projection, { serializeFunctions: true })).toString('latin1')
     const key = `${name.length}:${name}${target.length}:${target}${proj}`
     const decode = (bytes: Uint8Array | null): Document | null => bytes === null ? null : BSON.deserialize(bytes, collection.bsonOptions)
     const now = Date.now()
@@ -197,7 +202,7 @@ export class ReadCache {
     }
     this.#stats.misses++
     const own: Flight = {
-      key, name, projected: projection !== undefined, startSeq: 0, noted: [], late: [], remote: [], busEpoch: 0, readAt: 0, promise: null as unknown as Promise<Uint8Array | null>,
+      key, name, projected: projection !== undefined, idKnown: projection === undefined || showsId(projection), startSeq: 0, noted: [], late: [], remote: [], busEpoch: 0, readAt: 0, promise: null as unknown as Promise<Uint8Array | null>,
     }
     // registered before the load starts: its `finally` must find it to remove it
     this.#flights.set(key, own)
@@ -237,9 +242,9 @@ export class ReadCache {
       // here or (cache bus) in another instance, and the bus said nothing was missed meanwhile
       const doc = exactDoc(bytes)
       if (!this.#pending.raced(flight.noted, doc, filter, flight.projected) && flight.busEpoch === this.#busEpoch &&
-          !raced(flight.remote, doc, filter, flight.projected) && this.#servable(flight.readAt)) {
+          !raced(flight.remote, doc, filter, flight.projected, flight.idKnown) && this.#servable(flight.readAt)) {
         const ttlMs = bytes === null ? this.#options.negativeTtlMs : this.#options.ttlMs
-        if (ttlMs > 0) this.#store.put(flight.key, name, filter, flight.projected, bytes, doc, ttlMs, flight.readAt)
+        if (ttlMs > 0) this.#store.put(flight.key, name, filter, flight.projected, bytes, doc, ttlMs, flight.readAt, flight.idKnown)
       }
       return bytes
     } finally {
@@ -268,10 +273,16 @@ export class ReadCache {
   }
 }
 
-/** Only filter + projection make a cached read: anything else (sort, skip, collation, BSON options…) goes to the server. */
+/**
+ * Only filter + projection make a cached read: anything else (sort, skip, collation, BSON
+ * options…) goes to the server; so does a projection that is not a document or holds
+ * undefined (sent as null or left out, by the client's ignoreUndefined: not one key).
+ */
 function cacheable (filter: Filter, options: FindOptions | undefined): boolean {
   if (options !== undefined) {
     for (const k in options) if (k !== 'projection' && (options as Record<string, unknown>)[k] !== undefined) return false
+    const projection: unknown = options.projection
+    if (projection !== undefined && (typeof projection !== 'object' || projection === null || Array.isArray(projection) || hasUndefined(projection))) return false
   }
   return equalities(filter) !== undefined
 }
@@ -281,7 +292,26 @@ function exactDoc (bytes: Uint8Array | null): Document | null {
 }
 
 /** Whether any of these remote batches may have changed the answer `doc` to `filter`. */
-function raced (messages: readonly BusMessage[], doc: Document | null, filter: Filter, projected: boolean): boolean {
-  for (const m of messages) if (remoteAffects(m.write, doc, filter, projected)) return true
+function raced (messages: readonly BusMessage[], doc: Document | null, filter: Filter, projected: boolean, idKnown: boolean): boolean {
+  for (const m of messages) if (remoteAffects(m.write, doc, filter, projected, idKnown)) return true
   return false
+}
+
+/**
+ * Whether a projection shows the document's own `_id`: a plain object where `_id` is absent
+ * (shown by default), 1 or true, and no `_id.…` path reshapes it. `{ _id: 0 }` leaves it out;
+ * `{ _id: '$email' }` or a literal computes another value.
+ */
+function showsId (projection: Document): boolean {
+  const proto: unknown = Object.getPrototypeOf(projection)
+  if (proto !== Object.prototype && proto !== null) return false
+  for (const k in projection) {
+    if (k === '_id') {
+      const v: unknown = projection[k]
+      if (v !== 1 && v !== true) return false
+    } else if (k.startsWith('_id.')) {
+      return false
+    }
+  }
+  return true
 }

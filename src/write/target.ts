@@ -11,10 +11,20 @@ import { BSON } from 'mongodb'
 
 interface BsonLike { _bsontype?: unknown, toHexString?: () => string }
 
+/**
+ * A number's key is its exact value: an integral one as its exact integer (`String` rounds
+ * past 2^53: 2**60 prints as 1152921504606847000, the text of another int64), so int32 1,
+ * Long 1 and double 1.0 (equal in a query) share a key and unequal numbers never do. A
+ * fraction prints exactly (the shortest text that reads back as the same double).
+ */
+function numberKey (n: number): string {
+  return Number.isSafeInteger(n) || !Number.isInteger(n) ? 'n' + String(n) : 'n' + BigInt(n).toString()
+}
+
 function scalarKey (v: unknown): string | undefined {
   switch (typeof v) {
     case 'string': return 's' + v
-    case 'number': return 'n' + String(v)
+    case 'number': return numberKey(v)
     case 'boolean': return v ? 'T' : 'F'
     case 'bigint': return 'n' + String(v)
     case 'object': {
@@ -22,7 +32,9 @@ function scalarKey (v: unknown): string | undefined {
       const b = v as BsonLike
       if (b._bsontype === 'ObjectId' && typeof b.toHexString === 'function') return 'o' + b.toHexString()
       // one number, one key: 5, Int32(5), Long(5) and Double(5) select the same documents
-      if (b._bsontype === 'Int32' || b._bsontype === 'Long' || b._bsontype === 'Double') return 'n' + (v as { toString: () => string }).toString()
+      if (b._bsontype === 'Int32' || b._bsontype === 'Double') return numberKey((v as { value: number }).value)
+      // an unsigned Long travels as its 64 bits: the server reads them as a signed int64
+      if (b._bsontype === 'Long') return 'n' + BigInt.asIntN(64, BigInt((v as { toString: () => string }).toString())).toString()
       if (v instanceof Date) return 'd' + String(v.getTime())
       return undefined
     }
