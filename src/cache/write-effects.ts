@@ -1,9 +1,9 @@
-import { BSON, Double, Int32, Long } from 'mongodb'
+import { BSON } from 'mongodb'
 import type { Document } from 'mongodb'
 import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteBody, type WriteOp } from '../write/write-op.js'
-import { overlaps } from '../write/paths.js'
 import { targetOfId } from '../write/target.js'
-import { compareExact, hasUndefined, increment } from './bson-values.js'
+import { applyUpdate } from './apply-update.js'
+import { hasUndefined } from './bson-values.js'
 import type { RemoteWrite } from './bus-message.js'
 import type { Entry, EntryStore } from './entry-store.js'
 import { disjoint, equalities, idTargetOf, intersects, matches, updatedRoots } from './filter-facts.js'
@@ -196,118 +196,4 @@ export class WriteEffects {
     this.patches++
     this.store.replace(e, BSON.serialize(next), next)
   }
-}
-
-/**
- * Applies $set / $unset / $inc / $max / $min ($setOnInsert: no effect) as the server would;
- * false when it cannot. MongoDB ≥ 5.0 applies one update's paths in the order of their names,
- * part by part, whatever their operators (so new fields are created in that order), but
- * numeric names in numeric order: with more than one path, a name that starts with a digit
- * or is not ASCII (whose order is not modelled here) is not patched, nor are paths whose order
- * part by part differs from their order as whole strings (`a.x`, `a-b`). write/coalesce.ts
- * merges by the same order.
- */
-function applyUpdate (doc: Document, update: Document | Document[] | undefined): boolean {
-  if (update === undefined || Array.isArray(update)) return false
-  const steps: Array<[op: string, path: string, value: unknown]> = []
-  const paths: string[] = []
-  for (const op in update) {
-    if (op !== '$set' && op !== '$unset' && op !== '$inc' && op !== '$max' && op !== '$min' && op !== '$setOnInsert') return false
-    const fields = update[op] as Document
-    for (const path in fields) {
-      if (!plainPath(path)) return false
-      paths.push(path)
-      // $setOnInsert: the document exists, no effect (its paths still conflict with others)
-      if (op !== '$setOnInsert') steps.push([op, path, fields[path]])
-    }
-  }
-  if (paths.length > 1) {
-    for (const path of paths) if (!ordered(path)) return false
-    paths.sort(comparePaths)
-    for (let i = 1; i < paths.length; i++) {
-      const a = paths[i - 1] as string
-      const b = paths[i] as string
-      // two operators on one path, or `a` and `a.b`: the server refuses the update
-      if (overlaps(a, b)) return false
-      // `a.x` and `a-b`: whole names sort the other way round (FerretDB's order); not decided
-      if (a > b) return false
-    }
-    steps.sort((a, b) => comparePaths(a[1], b[1]))
-  }
-  for (const [op, path, value] of steps) if (!applyPath(doc, op, path, value)) return false
-  return true
-}
-
-/** A path of plain field names: none empty, none a `$` operator (positional `a.$`, `a.$[]`…). */
-function plainPath (path: string): boolean {
-  for (const part of path.split('.')) if (part === '' || part.charCodeAt(0) === 36) return false
-  return true
-}
-
-/** Whether comparePaths gives the server's order for this path: no part starts with a digit, every character is ASCII. */
-function ordered (path: string): boolean {
-  for (let i = 0; i < path.length; i++) {
-    const c = path.charCodeAt(i)
-    if (c > 0x7f || (c >= 48 && c <= 57 && (i === 0 || path.charCodeAt(i - 1) === 46))) return false
-  }
-  return true
-}
-
-/** The server's order of two update paths: name by name, by bytes (ASCII names: see ordered). */
-function comparePaths (a: string, b: string): number {
-  const x = a.split('.')
-  const y = b.split('.')
-  for (let i = 0; i < Math.min(x.length, y.length); i++) {
-    const p = x[i] as string
-    const q = y[i] as string
-    if (p !== q) return p < q ? -1 : 1
-  }
-  return x.length - y.length
-}
-
-function isDocument (v: unknown): v is Document {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date) && (v as { _bsontype?: unknown })._bsontype === undefined
-}
-
-/** A field of a decoded document: own properties only (`constructor`, `toString` are not fields). */
-function own (node: Document, name: string): unknown {
-  return Object.hasOwn(node, name) ? node[name] : undefined
-}
-
-function applyPath (doc: Document, op: string, path: string, value: unknown): boolean {
-  const parts = path.split('.')
-  // `node.__proto__ = v` would set a prototype, not the field the server writes
-  if (parts.includes('__proto__')) return false
-  let node: Document = doc
-  for (let i = 0; i < parts.length - 1; i++) {
-    const p = parts[i] as string
-    const next: unknown = own(node, p)
-    if (next === undefined) {
-      if (op === '$unset') return true // nothing to unset
-      node = node[p] = {}
-      continue
-    }
-    if (!isDocument(next)) return false // arrays, scalars: the server's rules there are not modelled
-    node = next
-  }
-  const leaf = parts[parts.length - 1] as string
-  if (op === '$set') {
-    node[leaf] = value
-  } else if (op === '$unset') {
-    delete node[leaf]
-  } else if (op === '$max' || op === '$min') {
-    const current: unknown = own(node, leaf)
-    if (current === undefined) {
-      node[leaf] = value
-    } else {
-      const order = compareExact(current, value)
-      if (order === undefined) return false
-      if (op === '$max' ? order < 0 : order > 0) node[leaf] = value
-    }
-  } else {
-    const sum = increment(own(node, leaf), value)
-    if (sum === undefined) return false
-    node[leaf] = sum.kind === 'int' ? new Int32(Number(sum.value)) : sum.kind === 'long' ? Long.fromBigInt(BigInt(sum.value)) : new Double(Number(sum.value))
-  }
-  return true
 }

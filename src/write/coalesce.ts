@@ -1,5 +1,5 @@
 import type { Document } from 'mongodb'
-import { touchesFilter, overlaps } from './paths.js'
+import { creationOrder, overlaps, touchesFilter } from './paths.js'
 import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
 
 /**
@@ -22,9 +22,10 @@ import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
  * - an updated path overlaps a filter field (the second write's filter might then
  *   select a different document than the first one left behind);
  * - the later write touches a path the earlier one does not, and that path does not sort
- *   after every path the earlier one touches: one update creates its new fields in
- *   lexicographic order of their names (MongoDB ≥ 5.0), two updates in the order they run,
- *   so the coalesced document could end with its fields in another order.
+ *   after every path the earlier one touches: one update creates its new fields in the
+ *   order of their names (MongoDB ≥ 5.0), two updates in the order they run, so the
+ *   coalesced document could end with its fields in another order (and where that order
+ *   is not modelled — numeric or non-ASCII names, see paths.ts#creationOrder — it is refused).
  */
 
 const MERGEABLE = new Set(['$set', '$inc', '$unset', '$setOnInsert', '$max', '$min', '$addToSet'])
@@ -43,16 +44,18 @@ function isPlain (v: unknown): boolean {
   return (proto === Object.prototype || proto === null) && typeof (v as { toBSON?: unknown }).toBSON !== 'function'
 }
 
-/** The server's order of field paths: name by name, by code units. */
-function comparePaths (a: string, b: string): number {
-  const x = a.split('.')
-  const y = b.split('.')
-  for (let i = 0; i < Math.min(x.length, y.length); i++) {
-    const p = x[i] as string
-    const q = y[i] as string
-    if (p !== q) return p < q ? -1 : 1
+/**
+ * Whether a field `path` would be created after every field `update` may create, merged or
+ * not: one update creates its new fields in name order, two updates in the order they run.
+ */
+function createdAfter (path: string, update: Document): boolean {
+  for (const op in update) {
+    for (const other in update[op] as Document) {
+      const order = creationOrder(path, other)
+      if (order === undefined || order < 0) return false
+    }
   }
-  return x.length - y.length
+  return true
 }
 
 /** Whether an update already touches exactly this path. */
@@ -102,8 +105,6 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
   const leaderUpdate = lb.update as Document
   const nextUpdate = nb.update as Document
   const current = leaderUpdate
-  let last: string | undefined // the greatest path the merged update touches so far
-  for (const op in current) for (const path in current[op] as Document) if (last === undefined || comparePaths(path, last) > 0) last = path
   // check every path of `next` against every path already present, before changing anything.
   // A later write's $setOnInsert can never apply: after the leader (an upsert) runs, the
   // document exists. So it is left out of the merge entirely.
@@ -111,7 +112,7 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
     if (op === '$setOnInsert') continue
     const fields = nextUpdate[op] as Document
     for (const path in fields) {
-      if (last !== undefined && comparePaths(path, last) < 0 && !touched(current, path)) return false
+      if (!touched(current, path) && !createdAfter(path, current)) return false
       for (const op2 in current) {
         const fields2 = current[op2] as Document
         for (const path2 in fields2) {

@@ -20,3 +20,45 @@ export function touchesFilter (filter: Document, update: Document): boolean {
   }
   return false
 }
+
+/** A path of plain field names: none empty, none a `$` operator (positional `a.$`, `a.$[]`…). */
+export function plainPath (path: string): boolean {
+  for (const part of path.split('.')) if (part === '' || part.charCodeAt(0) === 36) return false
+  return true
+}
+
+/**
+ * Whether comparePaths gives the server's order for this path: no part starts with a digit
+ * (MongoDB orders numeric names numerically), every character is ASCII.
+ */
+export function orderModelled (path: string): boolean {
+  for (let i = 0; i < path.length; i++) {
+    const c = path.charCodeAt(i)
+    if (c > 0x7f || (c >= 48 && c <= 57 && (i === 0 || path.charCodeAt(i - 1) === 46))) return false
+  }
+  return true
+}
+
+/** The server's order of two update paths: name by name, by bytes (ASCII names: see orderModelled). */
+export function comparePaths (a: string, b: string): number {
+  const x = a.split('.')
+  const y = b.split('.')
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const p = x[i] as string
+    const q = y[i] as string
+    if (p !== q) return p < q ? -1 : 1
+  }
+  return x.length - y.length
+}
+
+/**
+ * The order in which one update creates new fields at these two paths (MongoDB ≥ 5.0 applies
+ * an update's paths sorted name by name), or undefined where that order is not modelled: a
+ * numeric or non-ASCII name, or two paths whose order name by name differs from their order
+ * as whole strings (`a.x`, `a-b`: FerretDB sorts whole strings).
+ */
+export function creationOrder (a: string, b: string): number | undefined {
+  if (!orderModelled(a) || !orderModelled(b)) return undefined
+  const order = comparePaths(a, b)
+  return Math.sign(order) === Math.sign(a < b ? -1 : a > b ? 1 : 0) ? order : undefined
+}

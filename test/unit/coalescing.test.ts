@@ -79,6 +79,24 @@ describe('coalescing', () => {
     expect(wb.stats().coalescedOps).toBe(0)
   })
 
+  it('never merges where the order new fields are created in is not modelled (numeric, non-ASCII names, a.x vs a-b)', async () => {
+    const pairs: Array<[Document, Document]> = [
+      [{ $set: { 10: 1 } }, { $set: { 9: 1 } }], // '9' > '10' as strings, but MongoDB orders numeric names numerically
+      [{ $set: { a: 1 } }, { $set: { é: 1 } }],
+      [{ $set: { 'a.x': 1 } }, { $set: { 'a-b': 1 } }], // name by name a < a-b, as strings a-b < a.x
+    ]
+    for (const [first, second] of pairs) {
+      const { fake, wb, c } = harness()
+      await Promise.all([c.updateOne({ _id: 1 }, first), c.updateOne({ _id: 1 }, second)])
+      expect(fake.calls.flatMap(call => call.bodies.map(b => b.update as unknown)), JSON.stringify(second)).toEqual([first, second])
+      expect(wb.stats().coalescedOps).toBe(0)
+    }
+    // and where it is modelled, a later name merges
+    const { fake, c } = harness()
+    await Promise.all([c.updateOne({ _id: 1 }, { $set: { a: 1 } }), c.updateOne({ _id: 1 }, { $set: { b: 1 } })])
+    expect(fake.calls.flatMap(call => call.bodies.map(b => b.update as unknown))).toEqual([{ $set: { a: 1, b: 1 } }])
+  })
+
   it('merges writes of different targets only with their own target', async () => {
     const { fake, wb, c } = harness()
     const writes = []
