@@ -176,12 +176,15 @@ export function decode (bytes: Uint8Array): BusMessage {
   const { i, q, h, f, a } = doc
   if (i !== undefined) {
     if (!Array.isArray(i)) throw new TypeError('i is not an array')
+    // every id must have a target: a forged value (a plain object posing as a BSON type) throws here, not in a reader
+    for (const id of i as unknown[]) targetOfId(id)
     write.ids = i
   }
   if (q !== undefined) {
     if (!Array.isArray(q)) throw new TypeError('q is not an array')
     for (const filter of q as unknown[]) {
       if (filter === null || typeof filter !== 'object' || Array.isArray(filter)) throw new TypeError('q holds a non-document')
+      targetOf(filter as Record<string, unknown>) // throws on a forged value, as for ids
       // a filter this cache does not decide: it may touch anything
       if (equalities(filter) === undefined) write.all = true
       else write.filters.push(filter)

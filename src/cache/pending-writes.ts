@@ -14,6 +14,7 @@ interface Writes {
 }
 
 const NONE: readonly WriteOp[] = []
+const NO_IDS: readonly string[] = []
 
 /**
  * The writes the cache has seen queued and not yet settled, indexed so that a read costs
@@ -63,6 +64,11 @@ export class PendingWrites {
       this.#waiters.delete(op)
       for (const resolve of waiters) resolve()
     }
+  }
+
+  /** The `_id` targets of the documents with writes by `_id` (or inserts) pending: the ones a cached entry may hold patched. */
+  idTargets (name: string): Iterable<string> {
+    return this.#byName.get(name)?.byTarget.keys() ?? NO_IDS
   }
 
   all (name: string): readonly WriteOp[] {

@@ -2,14 +2,13 @@ import { BSON } from 'mongodb'
 import type { Collection, Document, FindOptions } from 'mongodb'
 import { InvalidWriteError, describe } from '../errors.js'
 import type { Logger, ResolvedCacheOptions } from '../options.js'
-import { targetOf } from '../write/target.js'
 import { INSERT, type WriteOp } from '../write/write-op.js'
 import { remoteAffects, type BusMessage } from './bus-message.js'
 import { CacheBus, type BusStats } from './bus.js'
-import { hasUndefined } from './bson-values.js'
 import { EntryStore } from './entry-store.js'
-import { equalities, type Filter } from './filter-facts.js'
+import type { Filter } from './filter-facts.js'
 import { PendingWrites } from './pending-writes.js'
+import { cacheable, readKey, showsId } from './read-key.js'
 import { WriteEffects } from './write-effects.js'
 
 /**
@@ -94,7 +93,7 @@ export class ReadCache {
   constructor (options: ResolvedCacheOptions, logger?: Logger) {
     this.#options = options
     this.#store = new EntryStore(options)
-    this.#effects = new WriteEffects(this.#store)
+    this.#effects = new WriteEffects(this.#store, name => this.#pending.idTargets(name))
     this.#trusted = options.bus === undefined
     this.#bus = options.bus === undefined
       ? undefined
@@ -176,12 +175,7 @@ export class ReadCache {
       return collection.findOne(f, options)
     }
     const projection = options?.projection
-    // length-prefixed parts: no filter value can forge another filter's (or projection's) key.
-    // A projection is keyed by its bytes, key order kept: computed fields come back in
-    // projection order, so `{ y: '$b', x: '$a' }` and `{ x: '$a', y: '$b' }` are two reads.
-    const target = targetOf(f)
-    const proj = projection === undefined ? '' : Buffer.from(BSON.serialize(projection, { serializeFunctions: true })).toString('latin1')
-    const key = `${name.length}:${name}${target.length}:${target}${proj}`
+    const key = readKey(name, f, projection)
     const decode = (bytes: Uint8Array | null): Document | null => bytes === null ? null : BSON.deserialize(bytes, collection.bsonOptions)
     const now = Date.now()
     const entry = this.#store.get(key, now)
@@ -273,45 +267,16 @@ export class ReadCache {
   }
 }
 
-/**
- * Only filter + projection make a cached read: anything else (sort, skip, collation, BSON
- * options…) goes to the server; so does a projection that is not a document or holds
- * undefined (sent as null or left out, by the client's ignoreUndefined: not one key).
- */
-function cacheable (filter: Filter, options: FindOptions | undefined): boolean {
-  if (options !== undefined) {
-    for (const k in options) if (k !== 'projection' && (options as Record<string, unknown>)[k] !== undefined) return false
-    const projection: unknown = options.projection
-    if (projection !== undefined && (typeof projection !== 'object' || projection === null || Array.isArray(projection) || hasUndefined(projection))) return false
-  }
-  return equalities(filter) !== undefined
-}
-
 function exactDoc (bytes: Uint8Array | null): Document | null {
   return bytes === null ? null : BSON.deserialize(bytes, EXACT)
 }
 
-/** Whether any of these remote batches may have changed the answer `doc` to `filter`. */
+/** Whether any of these remote batches may have changed the answer `doc` to `filter` (when in doubt: yes). */
 function raced (messages: readonly BusMessage[], doc: Document | null, filter: Filter, projected: boolean, idKnown: boolean): boolean {
-  for (const m of messages) if (remoteAffects(m.write, doc, filter, projected, idKnown)) return true
-  return false
-}
-
-/**
- * Whether a projection shows the document's own `_id`: a plain object where `_id` is absent
- * (shown by default), 1 or true, and no `_id.…` path reshapes it. `{ _id: 0 }` leaves it out;
- * `{ _id: '$email' }` or a literal computes another value.
- */
-function showsId (projection: Document): boolean {
-  const proto: unknown = Object.getPrototypeOf(projection)
-  if (proto !== Object.prototype && proto !== null) return false
-  for (const k in projection) {
-    if (k === '_id') {
-      const v: unknown = projection[k]
-      if (v !== 1 && v !== true) return false
-    } else if (k.startsWith('_id.')) {
-      return false
-    }
+  try {
+    for (const m of messages) if (remoteAffects(m.write, doc, filter, projected, idKnown)) return true
+    return false
+  } catch {
+    return true
   }
-  return true
 }

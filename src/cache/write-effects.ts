@@ -29,7 +29,11 @@ export class WriteEffects {
   invalidations = 0
   patches = 0
 
-  constructor (readonly store: EntryStore) {}
+  constructor (
+    readonly store: EntryStore,
+    /** the `_id` targets with writes pending here: entries holding them may be patched ahead of the server */
+    readonly pendingIds: (name: string) => Iterable<string> = () => []
+  ) {}
 
   /** Never throws: an unexpected failure drops the collection's entries instead. */
   apply (name: string, op: WriteOp): void {
@@ -76,6 +80,7 @@ export class WriteEffects {
     if (write.filters.length > 0) {
       // a projection may hide the fields a filter tests: such entries cannot be ruled out
       for (const e of this.store.projected(name)) this.#invalidate(e)
+      this.#dropPatched(name)
       for (const filter of write.filters) {
         const eq = equalities(filter)
         if (eq === undefined) { this.invalidateAll(name); return }
@@ -87,6 +92,15 @@ export class WriteEffects {
     for (const hash of write.hashes) drop(this.store.byValueHash(name, hash))
     if (write.anyField) drop(this.store.byFilterField(name))
     else for (const field of write.fields) drop(this.store.byFilterField(name, field))
+  }
+
+  /**
+   * A write found by another field than `_id` is matched against the server's documents, not
+   * against entries patched by writes of ours still pending: those show values the server
+   * may not have yet (and two writes of different targets have no order), so they go.
+   */
+  #dropPatched (name: string): void {
+    for (const id of this.pendingIds(name)) for (const e of this.store.withId(name, id)) this.#invalidate(e)
   }
 
   #invalidate (entry: Entry): void {
@@ -115,6 +129,7 @@ export class WriteEffects {
       const holding = new Set([...this.store.withId(name, id), ...this.store.byFilterId(name, id), ...this.store.unknownIds(name)])
       for (const e of holding) this.#patch(e, op, body)
     } else {
+      this.#dropPatched(name)
       const eq = equalities(body.filter)
       const candidates = eq === undefined
         ? this.store.inCollection(name)

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { Binary, BSON, Decimal128, Double, Int32, Long, ObjectId, UUID } from 'mongodb'
+import { Binary, BSON, Decimal128, Double, Int32, Long, ObjectId, UUID, type Document } from 'mongodb'
 import { decode, encode, MAX_MESSAGE_BYTES, remoteAffects, summarize, type RemoteWrite } from '../../src/cache/bus-message.js'
 import { EntryStore } from '../../src/cache/entry-store.js'
 import { valueHash } from '../../src/cache/value-keys.js'
@@ -79,6 +79,18 @@ describe('cache bus messages', () => {
   it('malformed messages throw; another version that names its collection drops the collection', () => {
     for (const bad of [Buffer.from('nope'), BSON.serialize({ v: 1, c: 'x' }), BSON.serialize({ v: 1, s: 'a', c: 'x', i: 5 }),
       BSON.serialize({ v: 1, s: 'a', c: 'x', h: new Binary(Buffer.from([1, 2, 3])) }), BSON.serialize({ v: 1, s: 'a', c: 'x', f: [1] })]) {
+      expect(() => decode(bad)).toThrow()
+    }
+    // forged BSON types (a plain object with _bsontype) among the ids or in a filter: dropped here, never thrown in a reader
+    // (the serializer refuses such objects, so the bytes are forged: a field renamed in place)
+    const forged = (doc: Document): Uint8Array => {
+      const bytes = Buffer.from(BSON.serialize(doc))
+      const at = bytes.indexOf('Xbsontype')
+      bytes.write('_', at)
+      return bytes
+    }
+    for (const bad of [forged({ v: 1, s: 'a', c: 'x', i: [{ Xbsontype: 'Foo' }] }), forged({ v: 1, s: 'a', c: 'x', q: [{ email: { Xbsontype: 'Binary' } }] })]) {
+      expect(BSON.deserialize(bad)).toBeDefined() // well-formed BSON
       expect(() => decode(bad)).toThrow()
     }
     expect(decode(BSON.serialize({ v: 2, s: 'a', c: 'x', whatever: 1 })).write.all).toBe(true)

@@ -52,6 +52,30 @@ describe('answers whose projection hides _id', () => {
   }
 })
 
+describe('entries patched ahead of the server by writes still pending here', () => {
+  // the cached { _id: 1 } read was patched by a queued $set email 'f'; the server still has 'e'
+  const setup = () => {
+    const store = storeOf([['one', { _id: 1 }, { _id: 1, email: 'e', name: 'old' }, false, true], ['two', { _id: 2 }, { _id: 2, email: 'z', name: 'b' }, false, true]])
+    const pending = new PendingWrites()
+    const effects = new WriteEffects(store, name => pending.idTargets(name))
+    const own = buildUpdate(false, { _id: 1 }, { $set: { email: 'f' } }, undefined)
+    pending.add('users', own)
+    effects.apply('users', own)
+    expect(BSON.deserialize(store.get('one', 0)?.bytes as Uint8Array)).toMatchObject({ email: 'f' })
+    return { store, effects }
+  }
+  it('a local write by another field drops them: the server may apply it to the unpatched document first', () => {
+    const { store, effects } = setup()
+    effects.apply('users', buildUpdate(false, { email: 'e' }, { $set: { name: 'x' } }, undefined))
+    expect(kept(store, ['one', 'two'])).toEqual(['two'])
+  })
+  it('a remote write by another field drops them too', () => {
+    const { store, effects } = setup()
+    effects.applyRemote('users', summarize([buildUpdate(false, { email: 'e' }, { $set: { name: 'x' } }, undefined)], none))
+    expect(kept(store, ['one', 'two'])).toEqual(['two'])
+  })
+})
+
 /** The patched document of a cached `{ _id: 1 }` read after `update`, as EJSON; null when the entry was dropped. */
 function patched (doc: Document, update: Document): string | null {
   const store = storeOf([['e', { _id: 1 }, doc, false, true]])
