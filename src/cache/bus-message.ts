@@ -147,8 +147,13 @@ export function encode (source: string, name: string, write: RemoteWrite): Uint8
   } else {
     doc.w = true
   }
-  const bytes = BSON.serialize(doc)
-  if (bytes.byteLength <= MAX_MESSAGE_BYTES || write.all) return bytes
+  let bytes: Uint8Array | undefined
+  try {
+    bytes = BSON.serialize(doc)
+  } catch {
+    // too big for one BSON document (or unserializable): say "drop the collection" instead
+  }
+  if (bytes !== undefined && (bytes.byteLength <= MAX_MESSAGE_BYTES || write.all)) return bytes
   return BSON.serialize({ v: MESSAGE_VERSION, s: source, c: name, w: true })
 }
 
