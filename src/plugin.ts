@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import { MongoClient, type Db, type MongoClientOptions } from 'mongodb'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
-import { InvalidOptionError, describe } from './errors.js'
+import { ConnectError, InvalidOptionError, describe } from './errors.js'
 import { WRITE_BUFFER_OPTION_NAMES, type WriteBufferOptions } from './options.js'
 import { releaseWriteSignal, writeSignal } from './request-signal.js'
 import { checkConnection } from './mongo/connect.js'
@@ -83,6 +83,11 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
   if (typeof connectMs !== 'number' || !Number.isInteger(connectMs) || connectMs < 0 || connectMs > 600_000) {
     throw new InvalidOptionError(`connectTimeoutMs must be an integer from 0 to 600000, got ${describe(connectMs)}`)
   }
+  // past Fastify's own plugin timeout the user would get its message, which names no host
+  const pluginTimeout = app.initialConfig.pluginTimeout ?? 0
+  if (pluginTimeout > 0 && connectMs >= pluginTimeout) {
+    throw new InvalidOptionError(`connectTimeoutMs (${connectMs}) must be below Fastify's pluginTimeout (${pluginTimeout}), or raise pluginTimeout`)
+  }
 
   let client: MongoClient | undefined
   let target: Db
@@ -93,27 +98,38 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
     }
     target = db
   } else {
-    // server selection gives up within connectTimeoutMs too, unless the user chose otherwise
-    const selection = connectTimeoutMs > 0 ? { serverSelectionTimeoutMS: connectTimeoutMs } : {}
-    client = new MongoClient(url, { ...selection, ...clientOptions })
+    client = new MongoClient(url, clientOptions)
     target = client.db(database)
   }
 
-  let buffer: WriteBuffer
+  // Everything that can fail without I/O first (options, a second registration), and the
+  // close hook before the ping: a registration that fails or times out must not leave a client open.
+  let buffer: WriteBuffer | undefined
   try {
-    if (connectTimeoutMs > 0) await checkConnection(target, connectTimeoutMs)
     buffer = new WriteBuffer(target, { logger: app.log, ...rest })
+    app.decorate('writeBuffer', buffer)
+    app.decorateRequest('writeSignal', { getter: writeSignal })
   } catch (err) {
+    await buffer?.close()
     await client?.close()
     throw err
   }
-  app.decorate('writeBuffer', buffer)
-  app.decorateRequest('writeSignal', { getter: writeSignal })
+  const built = buffer
+  const lifecycle = { closed: false }
   app.addHook('onResponse', releaseWriteSignal)
   app.addHook('onClose', async () => {
-    await buffer.close()
+    lifecycle.closed = true
+    await built.close()
     if (client !== undefined) await client.close()
   })
+  try {
+    if (connectTimeoutMs > 0) await checkConnection(target, connectTimeoutMs)
+    if (lifecycle.closed) throw new ConnectError('fastify-write-buffer: the app closed before MongoDB answered', undefined)
+  } catch (err) {
+    await built.close()
+    await client?.close()
+    throw err
+  }
 }
 
 export const writeBufferPlugin = fp(plugin, { fastify: '5.x', name: 'fastify-write-buffer' })

@@ -1,9 +1,14 @@
+import { execFile } from 'node:child_process'
+import http2 from 'node:http2'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import Fastify from 'fastify'
 import type { Db, MongoClient } from 'mongodb'
 import writeBuffer, { WriteBuffer } from '../src/index.js'
 import { countWriteCommands, mongoUri, openDb } from './helpers.js'
 
+const run = promisify(execFile)
 let client: MongoClient
 let db: Db
 let commands: ReturnType<typeof countWriteCommands>
@@ -154,6 +159,66 @@ describe('request-tied writes', () => {
     await app.close()
   })
 
+  it('HTTP/2: a normal response does not abort the signal; a stream the client cancels does', async () => {
+    const app = Fastify({ http2: true })
+    await app.register(writeBuffer, { db, lingerMs: 300 })
+    const signals: AbortSignal[] = []
+    let cancelled: unknown
+    app.post('/ok', async (request) => { signals.push(request.writeSignal); return { ok: true } })
+    app.post('/slow', async (request) => {
+      try {
+        return await app.writeBuffer.collection('h2gone').insertOne({ a: 1 }, { signal: request.writeSignal })
+      } catch (err) {
+        cancelled = err
+        throw err
+      }
+    })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const { port } = app.server.address() as { port: number }
+    const session = http2.connect(`http://127.0.0.1:${port}`)
+    for (let i = 0; i < 3; i++) {
+      await new Promise<void>((resolve, reject) => {
+        const r = session.request({ ':path': '/ok', ':method': 'POST' })
+        r.resume()
+        r.on('end', () => { resolve() })
+        r.on('error', reject)
+        r.end()
+      })
+    }
+    const slow = session.request({ ':path': '/slow', ':method': 'POST' })
+    slow.on('error', () => {})
+    slow.end()
+    await new Promise(resolve => setTimeout(resolve, 100))
+    slow.close(http2.constants.NGHTTP2_CANCEL)
+    await new Promise(resolve => setTimeout(resolve, 400))
+    expect(signals.map(s => s.aborted)).toEqual([false, false, false])
+    expect(cancelled).toMatchObject({ code: 'WRITE_BUFFER_ABORTED', outcome: 'not-sent' })
+    session.close()
+    await app.close()
+    expect(await db.collection('h2gone').countDocuments()).toBe(0)
+  })
+
+  it('connectTimeoutMs at or past Fastify\'s pluginTimeout is refused at registration (its timeout names no host)', async () => {
+    const app = Fastify({ pluginTimeout: 2_000 })
+    await expect(app.register(writeBuffer, { db, connectTimeoutMs: 2_000 })).rejects.toMatchObject({ code: 'WRITE_BUFFER_INVALID_OPTION' })
+    await app.close().catch(() => {})
+  })
+
+  it('a failed registration (registered twice) leaves no client of its own open: the process can exit', async () => {
+    const script = `
+      const { default: Fastify } = await import('fastify')
+      const { default: writeBuffer } = await import(${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)})
+      const app = Fastify()
+      await app.register(writeBuffer, { url: ${JSON.stringify(mongoUri())}, database: 'fwb_dup' })
+      try { await app.register(writeBuffer, { url: ${JSON.stringify(mongoUri())}, database: 'fwb_dup' }) } catch (err) { console.log(err.code) }
+      await app.close().catch(() => {})
+    `
+    const t0 = Date.now()
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: fileURLToPath(new URL('..', import.meta.url)), timeout: 20_000 })
+    expect(stdout.trim()).toBe('FST_ERR_DEC_ALREADY_PRESENT')
+    expect(Date.now() - t0).toBeLessThan(15_000)
+  })
+
   it('start-up against an unreachable server fails within connectTimeoutMs, naming the host but not the credentials', async () => {
     const app = Fastify()
     const t0 = Date.now()
@@ -161,6 +226,7 @@ describe('request-tied writes', () => {
     expect(Date.now() - t0).toBeLessThan(5_000)
     expect(err).toMatchObject({ code: 'WRITE_BUFFER_CONNECT_FAILED' })
     expect((err as Error).message).toMatch(/127\.0\.0\.1:1/)
+    expect((err as Error).message).toMatch(/ECONNREFUSED/) // the driver's cause, from its server monitoring
     expect((err as Error).message).not.toMatch(/s3cret|alice/)
     await app.close().catch(() => {})
   })
