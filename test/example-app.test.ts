@@ -5,8 +5,11 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { MongoClient, ObjectId, type Db } from 'mongodb'
 import type { FastifyInstance } from 'fastify'
+import { ErrorCodes, WriteBufferError } from '../src/index.js'
 // @ts-expect-error plain ESM example app (run `npm run build` first: it imports dist/)
 import { buildApp } from '../examples/fastify-app/app.mjs'
+// @ts-expect-error plain ESM example module
+import { canonicalizeUsername } from '../examples/fastify-app/username.mjs'
 
 const INJECT_DB = 'fwb_example_app'
 const SERVER_DB = 'fwb_example_app_server'
@@ -200,6 +203,37 @@ describe('example app, through app.inject', () => {
     expect(buffer).toMatchObject({ pending: 0, flushedOps: expect.any(Number) })
     expect(buffer.flushedOps).toBeGreaterThanOrEqual(4)
     expect(cache).toMatchObject({ hits: expect.any(Number), misses: expect.any(Number) })
+  })
+
+  it('a write buffer 503 keeps its code and Retry-After, never the driver\'s message (hosts, errors)', async () => {
+    const fresh: FastifyInstance = await buildApp({ mongoUrl: inject('mongoUri'), database: INJECT_DB })
+    try {
+      fresh.get('/down', async () => {
+        throw new WriteBufferError(ErrorCodes.BATCH_FAILED, 'bulkWrite to events failed (MongoServerSelectionError: connect ECONNREFUSED 10.0.0.7:27017)', 'unknown', 1)
+      })
+      fresh.get('/full', async () => { throw new WriteBufferError(ErrorCodes.FULL, 'write buffer is full (100000 pending)', 'not-sent', 0) })
+      const down = await fresh.inject({ method: 'GET', url: '/down' })
+      expect(down.statusCode).toBe(503)
+      expect(down.json()).toMatchObject({ code: 'WRITE_BUFFER_BATCH_FAILED' })
+      expect(down.body).not.toMatch(/10\.0\.0\.7|ECONNREFUSED|Mongo/)
+      const full = await fresh.inject({ method: 'GET', url: '/full' })
+      expect(full.statusCode).toBe(503)
+      expect(full.headers['retry-after']).toBe('1')
+      expect(full.json()).toMatchObject({ code: 'WRITE_BUFFER_FULL' })
+    } finally {
+      await fresh.close()
+    }
+  })
+
+  it('a huge username is refused without being normalised first (NFKC can grow it 18-fold)', async () => {
+    const huge = '\uFDFA'.repeat(300_000)
+    const request = { body: { username: huge } }
+    await canonicalizeUsername(request)
+    expect(request.body.username).toBe(huge) // left for the schema to refuse, not expanded to 5.4 M characters
+    const short = { body: { username: '\uFDFA' } }
+    await canonicalizeUsername(short)
+    expect(short.body.username).toHaveLength(18) // what NFKC does to it
+    expect((await post('/login', { username: huge, password: 'long enough' })).statusCode).toBe(400)
   })
 
   it('GET /stats is not registered without exposeStats', async () => {

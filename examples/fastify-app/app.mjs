@@ -14,6 +14,9 @@ import metricsRoute from './routes/metrics.mjs'
 export async function buildApp ({ mongoUrl, database, logger = false, exposeStats = false }) {
   const app = Fastify({
     logger,
+    // a client that stops sending mid-request must not hold a request (and shutdown) open
+    requestTimeout: 30_000,
+    connectionTimeout: 60_000,
     // Fastify's defaults strip unknown keys and coerce types; refuse them instead.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
   })

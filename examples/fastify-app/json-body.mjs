@@ -45,13 +45,19 @@ export function boundJsonDepth (app) {
 }
 
 /**
- * Error handler: a 4xx (or 503 from the write buffer) is answered as Fastify would; anything
- * else is logged and answered with a bare 500, so no internal message (a stack overflow, a
- * driver or server error, a document description) reaches the client.
+ * Error handler: a 4xx is answered as Fastify would; the write buffer's 503s with their code
+ * and headers (Retry-After) but a fixed message (theirs may name a host or a driver error);
+ * anything else is logged and answered with a bare 500, so no internal message (a stack
+ * overflow, a driver or server error, a document description) reaches the client.
  */
 export function hideInternalErrors (app) {
   app.setErrorHandler((err, request, reply) => {
     const status = err.statusCode ?? 500
+    if (typeof err.code === 'string' && err.code.startsWith('WRITE_BUFFER_') && status === 503) {
+      request.log.warn({ err }, 'write not done')
+      reply.code(503).headers(err.headers ?? {}).send({ statusCode: 503, code: err.code, error: 'Service Unavailable', message: 'try again later' })
+      return
+    }
     if (status !== 500) {
       reply.send(err)
       return

@@ -17,10 +17,16 @@ const app = await buildApp({
 })
 
 // Graceful shutdown: stop accepting requests, let in-flight ones finish, drain the
-// write buffer, close the MongoClient, exit 0. A second signal kills the process.
+// write buffer, close the MongoClient, exit 0 — within SHUTDOWN_MS (below the usual 30 s
+// an orchestrator waits before SIGKILL), else exit 1. A second signal kills the process.
+const SHUTDOWN_MS = 25_000
 for (const signal of ['SIGINT', 'SIGTERM']) {
   process.once(signal, async () => {
     app.log.info({ signal }, 'shutting down')
+    setTimeout(() => {
+      app.log.error({ ms: SHUTDOWN_MS }, 'shutdown took too long')
+      process.exit(1)
+    }, SHUTDOWN_MS).unref()
     try {
       await app.close()
       process.exit(0)

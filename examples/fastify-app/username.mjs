@@ -14,7 +14,9 @@ export function canonicalUsername (name) {
  */
 export async function canonicalizeUsername (request) {
   const body = request.body
-  if (body !== null && typeof body === 'object' && typeof body.username === 'string') {
+  // longer than the schema allows (32) by a wide margin: left for the schema to refuse, not
+  // normalised (NFKC can grow a string 18-fold: a big body would block the event loop)
+  if (body !== null && typeof body === 'object' && typeof body.username === 'string' && body.username.length <= 128) {
     body.username = canonicalUsername(body.username)
   }
 }

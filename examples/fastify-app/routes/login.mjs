@@ -43,10 +43,20 @@ export default async function loginRoute (app) {
     // The response does not depend on these writes: nobody awaits them (detached), their
     // failures go to onWriteError (see app.mjs), and SIGTERM's close() still sends them.
     // $max (not $set): merged logins keep the latest time whatever order they arrive in.
+    // A detached write throws at once only when the buffer is full or closing: the login
+    // itself succeeded, so that is logged, not answered with a 503.
     const now = new Date()
-    users.updateOne({ _id: user._id }, { $max: { lastLoginAt: now }, $inc: { logins: 1 } }, { detached: true, lingerMs: LOGIN_LINGER_MS })
-    // An insert has nothing of its own to merge with: it is batched with its neighbours as it is.
-    audit.insertOne({ kind: 'login', userId: user._id, at: now, ip: request.ip }, { detached: true })
+    try {
+      users.updateOne({ _id: user._id }, { $max: { lastLoginAt: now }, $inc: { logins: 1 } }, { detached: true, lingerMs: LOGIN_LINGER_MS })
+    } catch (err) {
+      request.log.warn({ code: err.code }, 'login bookkeeping not queued')
+    }
+    try {
+      // An insert has nothing of its own to merge with: it is batched with its neighbours as it is.
+      audit.insertOne({ kind: 'login', userId: user._id, at: now, ip: request.ip }, { detached: true })
+    } catch (err) {
+      request.log.warn({ code: err.code }, 'login audit not queued')
+    }
     return { ok: true, logins: (user.logins ?? 0) + 1 }
   })
 }
