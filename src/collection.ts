@@ -1,5 +1,6 @@
 import type { Collection, Document, Filter, FindOptions, InferIdType, OptionalUnlessRequiredId, PkFactory, UpdateFilter, WithoutId } from 'mongodb'
 import type { ReadCache } from './cache/read-cache.js'
+import { InvalidWriteError, describe } from './errors.js'
 import {
   buildDelete, buildInsert, buildReplace, buildUpdate, customPkFactory,
   type DeleteOptions, type ReplaceOptions, type UpdateOptions, type WriteOptions,
@@ -123,10 +124,14 @@ export class BufferedCollection<TSchema extends Document = AnyDocument> {
 
   // (each method builds its op inline: a closure per write would cost the hot path an allocation)
 
-  /** Bad input: an awaited write rejects, a detached one throws. */
+  /**
+   * Bad input: an awaited write rejects, a detached one throws — always an InvalidWriteError
+   * (a frozen document that cannot take its _id, a Proxy whose traps throw… included).
+   */
   #refuse (err: unknown, options: WriteOptions | undefined): Promise<never> {
-    if (options?.detached === true) throw err
-    return Promise.reject(err)
+    const refusal = err instanceof InvalidWriteError ? err : new InvalidWriteError(`invalid write: ${err instanceof Error ? err.message : describe(err)}`)
+    if (options?.detached === true) throw refusal
+    return Promise.reject(refusal)
   }
 
   #send (op: WriteOp, options: WriteOptions | undefined): Promise<WriteResult> | undefined {

@@ -96,6 +96,14 @@ export class WriteRejectedError extends Error {
 
 /** Compact, safe rendering of a user value for error messages (never huge, never throws). */
 export function describe (value: unknown): string {
+  try {
+    return describeValue(value)
+  } catch {
+    return 'an unreadable value' // a Proxy whose traps throw, a getter that throws
+  }
+}
+
+function describeValue (value: unknown): string {
   if (value === null) return 'null'
   if (typeof value === 'string') return JSON.stringify(value.length > 60 ? value.slice(0, 57) + '...' : value)
   if (typeof value === 'bigint') return `${value.toString()}n`

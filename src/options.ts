@@ -1,6 +1,7 @@
 import type { WriteConcernSettings } from 'mongodb'
 import type { RedisClientLike, ResolvedBusOptions } from './cache/bus.js'
 import { InvalidOptionError, describe } from './errors.js'
+import { checkWriteConcern } from './mongo/write-concern.js'
 
 export type { RedisClientLike } from './cache/bus.js'
 
@@ -177,17 +178,6 @@ function checkTracerProvider (p: WriteBufferOptions['tracerProvider']): WriteBuf
     throw new InvalidOptionError(`tracerProvider must be an OpenTelemetry TracerProvider (with getTracer), got ${describe(p)}`)
   }
   return p
-}
-
-/** `w: 0` is refused: no write could then be confirmed, so every caller would be told "ok" blindly. */
-function checkWriteConcern (wc: WriteConcernSettings | undefined): WriteConcernSettings | undefined {
-  if (wc === undefined) return undefined
-  const w: unknown = wc.w
-  if (w === 0 || w === '0') {
-    throw new InvalidOptionError('writeConcern { w: 0 } is not supported: unacknowledged writes cannot be confirmed to their callers, ' +
-      'so every write would resolve without knowing whether it happened. Use w: 1 or more')
-  }
-  return wc
 }
 
 function bool (name: string, value: unknown, def: boolean): boolean {

@@ -17,6 +17,7 @@ import { BufferedCollection, type AnyDocument, type CollectionOptions } from './
 import { ErrorCodes, InvalidOptionError, WriteBufferError, type WriteOutcome } from './errors.js'
 import { DriverRetries } from './mongo/topology.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
+import { unacknowledged } from './mongo/write-concern.js'
 import { validateCollectionName, type WriteOptions } from './write/build-op.js'
 import { UPDATE_ONE, type WriteOp, type WriteResult } from './write/write-op.js'
 
@@ -73,7 +74,7 @@ export class WriteBuffer {
     }
     this.db = db
     const o = this.#options = resolveOptions(options)
-    if (o.writeConcern === undefined && (db.writeConcern?.w === 0 || (db.writeConcern?.w as unknown) === '0')) {
+    if (o.writeConcern === undefined && unacknowledged(db.writeConcern?.w)) {
       throw new InvalidOptionError('the Db has writeConcern { w: 0 }: unacknowledged writes cannot be confirmed to their callers; ' +
         'give the buffer a writeConcern of w: 1 or more')
     }

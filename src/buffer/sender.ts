@@ -56,7 +56,9 @@ export class Sender {
     readonly returned: (batch: Batch) => void
   ) {
     const wc = options.writeConcern
-    const common: BulkWriteOptions = wc === undefined ? { maxTimeMS: options.maxTimeMS } : { maxTimeMS: options.maxTimeMS, writeConcern: wc }
+    // functions in a document are never stored (as BSON code), whatever the client's serializeFunctions
+    const base: BulkWriteOptions = { maxTimeMS: options.maxTimeMS, serializeFunctions: false }
+    const common: BulkWriteOptions = wc === undefined ? base : { ...base, writeConcern: wc }
     this.#unordered = { ...common, ordered: false }
     this.#ordered = { ...common, ordered: true }
   }

@@ -17,7 +17,11 @@ export const EXACT_ABOVE = 4 * 1024 * 1024
  * (`ignoreUndefined: false`). BSON.calculateObjectSize alone would leave it out.
  */
 const AS_SENT = { ignoreUndefined: false } as const
-const MAX_DEPTH = 200
+/**
+ * Deeper values are refused at submit: the server refuses a command message nested past 200
+ * levels as a whole (every write of the batch), and a statement sits a few levels inside it.
+ */
+const MAX_DEPTH = 180
 
 class NeedsExact extends Error {}
 

@@ -6,7 +6,7 @@ import { targetOf, targetOfId } from './target.js'
 import {
   WriteOp, INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, type Kind, type WriteBody,
 } from './write-op.js'
-import { checkOptions, isDocument, type DeleteOptions, type OptionSet, type ReplaceOptions, type UpdateOptions, type WriteOptions } from './write-options.js'
+import { checkOptions, isDocument, isEmbeddable, type DeleteOptions, type OptionSet, type ReplaceOptions, type UpdateOptions, type WriteOptions } from './write-options.js'
 
 export type { WriteOptions, UpdateOptions, ReplaceOptions, DeleteOptions } from './write-options.js'
 
@@ -100,7 +100,7 @@ function checkUpdate (update: unknown): Document | Document[] {
   }
   for (const op in update) {
     const arg: unknown = update[op]
-    if (!isDocument(arg)) throw new InvalidWriteError(`update operator ${op} needs an object, got ${describe(arg)}`)
+    if (!isEmbeddable(arg)) throw new InvalidWriteError(`update operator ${op} needs an object, got ${describe(arg)}`)
   }
   return update
 }

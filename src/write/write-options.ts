@@ -30,12 +30,32 @@ export interface DeleteOptions extends WriteOptions {
   hint?: string | Document
 }
 
-export function isDocument (v: unknown): v is Document {
+/** Any object BSON writes as an embedded document (a Map, a class instance…): fine as a value. */
+export function isEmbeddable (v: unknown): v is Document {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date) &&
     !ArrayBuffer.isView(v) && (v as { _bsontype?: unknown })._bsontype === undefined
 }
 
+/**
+ * A document, filter, replacement or update as the buffer reads it: an object whose own
+ * fields are what BSON sends. Not a Map (BSON sends its entries, not the `_id` or `$`-keys the
+ * buffer checks), a RegExp (sent as a regex), a boxed primitive or a Promise (sent as `{}`: a
+ * filter that matches everything), nor an object with `toBSON` (sent as whatever it returns).
+ */
+export function isDocument (v: unknown): v is Document {
+  return isEmbeddable(v) && !(v instanceof Map) && !(v instanceof Set) && !(v instanceof RegExp) && !(v instanceof Promise) &&
+    !(v instanceof Number) && !(v instanceof String) && !(v instanceof Boolean) &&
+    typeof (v as { toBSON?: unknown }).toBSON !== 'function'
+}
+
 export type OptionSet = 'insert' | 'update' | 'replace' | 'delete'
+
+/** An AbortSignal from another realm or polyfill: what the buffer uses of one, readable. */
+function abortSignalLike (v: unknown): boolean {
+  if (typeof v !== 'object' || v === null) return false
+  const s = v as { addEventListener?: unknown, removeEventListener?: unknown, aborted?: unknown }
+  return typeof s.addEventListener === 'function' && typeof s.removeEventListener === 'function' && typeof s.aborted === 'boolean'
+}
 
 export function checkOptions (input: WriteOptions | undefined, set: OptionSet): void {
   const options: unknown = input
@@ -46,7 +66,7 @@ export function checkOptions (input: WriteOptions | undefined, set: OptionSet): 
   if (lingerMs !== undefined && (typeof lingerMs !== 'number' || !(lingerMs >= 0) || lingerMs > 60_000)) {
     throw new InvalidWriteError(`lingerMs must be a number from 0 to 60000, got ${describe(lingerMs)}`)
   }
-  if (signal !== undefined && (typeof signal !== 'object' || signal === null || typeof (signal as AbortSignal).addEventListener !== 'function')) {
+  if (signal !== undefined && !(signal instanceof AbortSignal) && !abortSignalLike(signal)) {
     throw new InvalidWriteError(`signal must be an AbortSignal, got ${describe(signal)}`)
   }
   if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !Number.isFinite(timeoutMs))) {

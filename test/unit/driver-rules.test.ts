@@ -150,4 +150,18 @@ describe('the driver\'s rules', () => {
     expect(() => new WriteBuffer(db)).toThrow(TypeError)
     expect(() => new WriteBuffer(db, { writeConcern: { w: 1 } })).not.toThrow()
   })
+
+  it('so is every other w the driver reads as 0 (it converts with Number): false, \'\', \'0.0\', [0]…', () => {
+    const { db } = fakeDb(() => ok)
+    for (const w of [false, '', ' ', '0.0', '00', [], [0], '0x0']) {
+      expect(() => new WriteBuffer(db, { writeConcern: { w: w as never } }), JSON.stringify(w)).toThrow(/w: 0 \} is not supported/)
+    }
+    for (const w of [1, 'majority', 2, true]) expect(() => new WriteBuffer(db, { writeConcern: { w: w as never } })).not.toThrow()
+  })
+
+  it('functions in a document are never stored as code: serializeFunctions is off on every bulkWrite', async () => {
+    const { db, calls } = fakeDb(() => ok)
+    await new WriteBuffer(db).collection('c').insertOne({ a: 1 })
+    expect(calls[0]?.options).toMatchObject({ serializeFunctions: false })
+  })
 })

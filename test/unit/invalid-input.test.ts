@@ -32,7 +32,25 @@ const bad: Array<[string, (c: Loose) => Promise<unknown>, RegExp]> = [
   ['deleteOne(undefined)', c => c.deleteOne(undefined), /filter must be a plain object, got undefined/],
   ['deleteMany with a Date filter', c => c.deleteMany(new Date(0)), /filter must be a plain object, got Date \{\}/],
   ['an oversized document', c => c.insertOne({ big: 'x'.repeat(16 * 1024 * 1024) }), /over the 16 MiB BSON document limit/],
+  // objects BSON would send as something else than the fields the buffer reads
+  ['insertOne(Map)', c => c.insertOne(new Map([['_id', 1]])), /document must be a plain object, got Map/],
+  ['replaceOne with a Map replacement', c => c.replaceOne({ _id: 1 }, new Map([['$set', { a: 1 }]])), /replacement must be a plain object, got Map/],
+  ['deleteMany with a RegExp filter', c => c.deleteMany(/x/), /filter must be a plain object, got RegExp/],
+  ['deleteMany with a boxed number filter (sent as {}: every document)', c => c.deleteMany(Object(1)), /filter must be a plain object, got Number/],
+  ['deleteOne with a Promise filter', c => c.deleteOne(Promise.resolve({ _id: 1 })), /filter must be a plain object, got Promise/],
+  ['insertOne of an object with toBSON', c => c.insertOne({ a: 1, toBSON: () => 5 }), /document must be a plain object, got Object \{a, toBSON\}/],
+  ['a signal without removeEventListener', c => c.insertOne({ a: 1 }, { signal: { addEventListener: () => {}, aborted: false } }), /signal must be an AbortSignal/],
+  ['a signal whose aborted getter throws', c => c.insertOne({ a: 1 }, { signal: { addEventListener: () => {}, removeEventListener: () => {}, get aborted () { throw new Error('boom') } } }), /invalid write: boom/],
+  ['a frozen document without _id', c => c.insertOne(Object.freeze({ a: 1 })), /invalid write: .*_id/],
+  ['a Proxy whose traps throw', c => c.insertOne(new Proxy({}, { ownKeys () { throw new Error('trap') }, get () { throw new Error('trap') } })), /invalid write: trap|an unreadable value/],
+  ['a document nested 185 levels deep (the server refuses a command past 200)', c => c.insertOne(nested(185)), /nested too deeply/],
 ]
+
+function nested (levels: number): Document {
+  let doc: Document = { leaf: 1 }
+  for (let i = 0; i < levels; i++) doc = { d: doc }
+  return doc
+}
 
 describe('invalid writes', () => {
   it.each(bad)('%s is rejected with InvalidWriteError naming the bad value', async (_name, call, message) => {
