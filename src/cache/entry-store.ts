@@ -95,6 +95,8 @@ export class EntryStore {
   }
 
   has (name: string): boolean { return this.#index.has(`c\0${name}`) }
+  /** Whether `entry` is still the one stored under its key. */
+  holds (entry: Entry): boolean { return this.#entries.get(entry.key) === entry }
   /** Every entry of a collection. */
   inCollection (name: string): readonly Entry[] { return this.#list(`c\0${name}`) }
   /** Entries holding the document whose `_id` has this target. */

@@ -14,7 +14,6 @@ interface Writes {
 }
 
 const NONE: readonly WriteOp[] = []
-const NO_IDS: readonly string[] = []
 
 /**
  * The writes the cache has seen queued and not yet settled, indexed so that a read costs
@@ -47,8 +46,10 @@ export class PendingWrites {
     return this.#byName.get(name)?.seq.get(op)
   }
 
-  settle (name: string, op: WriteOp): void {
+  /** Returns the `_id` target of the write's document when no other write to it is pending any more. */
+  settle (name: string, op: WriteOp): string | undefined {
     const w = this.#byName.get(name)
+    let caughtUp: string | undefined
     if (w?.seq.delete(op) === true) {
       const target = targetOfWrite(op)
       if (target === undefined) {
@@ -56,7 +57,10 @@ export class PendingWrites {
       } else {
         const set = w.byTarget.get(target)
         set?.delete(op)
-        if (set?.size === 0) w.byTarget.delete(target)
+        if (set?.size === 0) {
+          w.byTarget.delete(target)
+          caughtUp = target
+        }
       }
     }
     const waiters = this.#waiters.get(op)
@@ -64,11 +68,7 @@ export class PendingWrites {
       this.#waiters.delete(op)
       for (const resolve of waiters) resolve()
     }
-  }
-
-  /** The `_id` targets of the documents with writes by `_id` (or inserts) pending: the ones a cached entry may hold patched. */
-  idTargets (name: string): Iterable<string> {
-    return this.#byName.get(name)?.byTarget.keys() ?? NO_IDS
+    return caughtUp
   }
 
   all (name: string): readonly WriteOp[] {

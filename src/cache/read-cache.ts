@@ -93,7 +93,7 @@ export class ReadCache {
   constructor (options: ResolvedCacheOptions, logger?: Logger) {
     this.#options = options
     this.#store = new EntryStore(options)
-    this.#effects = new WriteEffects(this.#store, name => this.#pending.idTargets(name))
+    this.#effects = new WriteEffects(this.#store)
     this.#trusted = options.bus === undefined
     this.#bus = options.bus === undefined
       ? undefined
@@ -262,7 +262,8 @@ export class ReadCache {
       const seq = this.#pending.seqOf(name, op) ?? Infinity
       for (const flight of flights) if (seq < flight.startSeq) flight.late.push(op)
     }
-    this.#pending.settle(name, op)
+    const caughtUp = this.#pending.settle(name, op)
+    if (caughtUp !== undefined) this.#effects.caughtUp(name, caughtUp)
     if (!ok && op.kind !== INSERT) this.#effects.invalidateAll(name)
   }
 }

@@ -29,11 +29,16 @@ export class WriteEffects {
   invalidations = 0
   patches = 0
 
-  constructor (
-    readonly store: EntryStore,
-    /** the `_id` targets with writes pending here: entries holding them may be patched ahead of the server */
-    readonly pendingIds: (name: string) => Iterable<string> = () => []
-  ) {}
+  /** Per collection: entries patched by writes still pending here (ahead of the server). */
+  readonly #patched = new Map<string, Set<Entry>>()
+
+  constructor (readonly store: EntryStore) {}
+
+  /** No write to the document `idTarget` is pending any more: its entries show what the server has. */
+  caughtUp (name: string, idTarget: string): void {
+    const patched = this.#patched.get(name)
+    if (patched !== undefined) for (const e of this.store.withId(name, idTarget)) patched.delete(e)
+  }
 
   /** Never throws: an unexpected failure drops the collection's entries instead. */
   apply (name: string, op: WriteOp): void {
@@ -100,7 +105,18 @@ export class WriteEffects {
    * may not have yet (and two writes of different targets have no order), so they go.
    */
   #dropPatched (name: string): void {
-    for (const id of this.pendingIds(name)) for (const e of this.store.withId(name, id)) this.#invalidate(e)
+    const patched = this.#patched.get(name)
+    if (patched === undefined) return
+    for (const e of patched) this.#invalidate(e)
+    patched.clear()
+  }
+
+  #notePatched (e: Entry): void {
+    let patched = this.#patched.get(e.name)
+    if (patched === undefined) this.#patched.set(e.name, patched = new Set())
+    patched.add(e)
+    // entries evicted or replaced meanwhile are never caught up: forget them now and then
+    if (patched.size > 2 * this.store.limits.maxEntries) for (const old of patched) if (!this.store.holds(old)) patched.delete(old)
   }
 
   #invalidate (entry: Entry): void {
@@ -210,5 +226,6 @@ export class WriteEffects {
     }
     this.patches++
     this.store.replace(e, BSON.serialize(next), next)
+    this.#notePatched(e)
   }
 }

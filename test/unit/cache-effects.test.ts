@@ -57,12 +57,12 @@ describe('entries patched ahead of the server by writes still pending here', () 
   const setup = () => {
     const store = storeOf([['one', { _id: 1 }, { _id: 1, email: 'e', name: 'old' }, false, true], ['two', { _id: 2 }, { _id: 2, email: 'z', name: 'b' }, false, true]])
     const pending = new PendingWrites()
-    const effects = new WriteEffects(store, name => pending.idTargets(name))
+    const effects = new WriteEffects(store)
     const own = buildUpdate(false, { _id: 1 }, { $set: { email: 'f' } }, undefined)
     pending.add('users', own)
     effects.apply('users', own)
     expect(BSON.deserialize(store.get('one', 0)?.bytes as Uint8Array)).toMatchObject({ email: 'f' })
-    return { store, effects }
+    return { store, effects, pending, own }
   }
   it('a local write by another field drops them: the server may apply it to the unpatched document first', () => {
     const { store, effects } = setup()
@@ -73,6 +73,14 @@ describe('entries patched ahead of the server by writes still pending here', () 
     const { store, effects } = setup()
     effects.applyRemote('users', summarize([buildUpdate(false, { email: 'e' }, { $set: { name: 'x' } }, undefined)], none))
     expect(kept(store, ['one', 'two'])).toEqual(['two'])
+  })
+  it('once the patching write settled (the server has it), they are judged like any entry again', () => {
+    const { store, effects, pending, own } = setup()
+    const caughtUp = pending.settle('users', own)
+    expect(caughtUp).toBeDefined()
+    effects.caughtUp('users', caughtUp as string)
+    effects.apply('users', buildUpdate(false, { email: 'e' }, { $set: { name: 'x' } }, undefined)) // matches neither now
+    expect(kept(store, ['one', 'two'])).toEqual(['one', 'two'])
   })
 })
 
