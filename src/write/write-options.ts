@@ -43,9 +43,13 @@ export function isEmbeddable (v: unknown): v is Document {
  * filter that matches everything), nor an object with `toBSON` (sent as whatever it returns).
  */
 export function isDocument (v: unknown): v is Document {
+  if (typeof v !== 'object' || v === null) return false
+  const proto: unknown = Object.getPrototypeOf(v)
+  const d = v as { toBSON?: unknown, _bsontype?: unknown }
+  // the common case, a literal: one prototype read
+  if (proto === Object.prototype || proto === null) return typeof d.toBSON !== 'function' && d._bsontype === undefined
   return isEmbeddable(v) && !(v instanceof Map) && !(v instanceof Set) && !(v instanceof RegExp) && !(v instanceof Promise) &&
-    !(v instanceof Number) && !(v instanceof String) && !(v instanceof Boolean) &&
-    typeof (v as { toBSON?: unknown }).toBSON !== 'function'
+    !(v instanceof Number) && !(v instanceof String) && !(v instanceof Boolean) && typeof d.toBSON !== 'function'
 }
 
 export type OptionSet = 'insert' | 'update' | 'replace' | 'delete'
