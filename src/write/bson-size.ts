@@ -22,6 +22,8 @@ const AS_SENT = { ignoreUndefined: false } as const
  * levels as a whole (every write of the batch), and a statement sits a few levels inside it.
  */
 const MAX_DEPTH = 180
+const INT64_MAX = 2n ** 63n - 1n
+const INT64_MIN = -(2n ** 63n)
 
 class NeedsExact extends Error {}
 
@@ -31,7 +33,8 @@ function valueSize (v: unknown, depth: number): number {
     case 'string': return v.length < 64 ? 5 + 3 * v.length : 5 + Buffer.byteLength(v)
     case 'number': return 8
     case 'boolean': return 1
-    case 'bigint': return 8
+    // js-bson writes a BigInt as an int64 and silently wraps one outside its range
+    case 'bigint': if (v > INT64_MAX || v < INT64_MIN) throw new RangeError(`${v}n is outside the int64 range`); return 8
     case 'undefined': return 0
     case 'object': {
       if (v === null) return 0

@@ -156,7 +156,17 @@ describe('the driver\'s rules', () => {
     for (const w of [false, '', ' ', '0.0', '00', [], [0], '0x0']) {
       expect(() => new WriteBuffer(db, { writeConcern: { w: w as never } }), JSON.stringify(w)).toThrow(/w: 0 \} is not supported/)
     }
-    for (const w of [1, 'majority', 2, true]) expect(() => new WriteBuffer(db, { writeConcern: { w: w as never } })).not.toThrow()
+    for (const w of [1, 'majority', 2]) expect(() => new WriteBuffer(db, { writeConcern: { w: w as never } })).not.toThrow()
+  })
+
+  it('a write concern every batch would fail on is refused at construction', () => {
+    const { db } = fakeDb(() => ok)
+    const bad: Array<[object, RegExp]> = [
+      [{ w: -1 }, /writeConcern\.w must be/], [{ w: 1.5 }, /writeConcern\.w must be/], [{ w: '2' }, /writeConcern\.w must be/],
+      [{ w: 1, wtimeoutMS: 'x' }, /wtimeoutMS must be/], [{ w: 1, j: 'yes' }, /writeConcern\.j must be/], [{ w: 1, wtimeoutMs: 5 }, /unknown key "wtimeoutMs"/],
+    ]
+    for (const [wc, message] of bad) expect(() => new WriteBuffer(db, { writeConcern: wc as never }), JSON.stringify(wc)).toThrow(message)
+    for (const wc of [{ w: 'majority', wtimeoutMS: 5000, j: true }, { w: 2 }, { j: true }]) expect(() => new WriteBuffer(db, { writeConcern: wc as never })).not.toThrow()
   })
 
   it('functions in a document are never stored as code: serializeFunctions is off on every bulkWrite', async () => {

@@ -44,6 +44,7 @@ const bad: Array<[string, (c: Loose) => Promise<unknown>, RegExp]> = [
   ['a frozen document without _id', c => c.insertOne(Object.freeze({ a: 1 })), /invalid write: .*_id/],
   ['a Proxy whose traps throw', c => c.insertOne(new Proxy({}, { ownKeys () { throw new Error('trap') }, get () { throw new Error('trap') } })), /invalid write: trap|an unreadable value/],
   ['a document nested 185 levels deep (the server refuses a command past 200)', c => c.insertOne(nested(185)), /nested too deeply/],
+  ['a BigInt outside int64 (js-bson would store it wrapped)', c => c.insertOne({ n: 2n ** 70n }), /outside the int64 range/],
 ]
 
 function nested (levels: number): Document {
