@@ -19,7 +19,7 @@ import { DriverRetries } from './mongo/topology.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
 import { unacknowledged } from './mongo/write-concern.js'
 import { validateCollectionName, type WriteOptions } from './write/build-op.js'
-import { UPDATE_ONE, type WriteOp, type WriteResult } from './write/write-op.js'
+import { EXPIRED, QUEUED, UPDATE_ONE, type WriteOp, type WriteResult } from './write/write-op.js'
 
 export interface WriteBufferStats {
   /** writes queued + in flight (+ waiting in retry backoff) */
@@ -83,7 +83,12 @@ export class WriteBuffer {
     const detachedFailures = new DetachedFailures(o.onWriteError, o.logger)
     const settler = this.#settler = new Settler(this.#admission, this.#flushes, this.cache, (op, err) => { detachedFailures.report(op, err) })
     this.#aborts = new Aborts(settler)
-    const timedOut = (op: WriteOp): void => { settler.reject(op, timeoutError(op)) }
+    const timedOut = (op: WriteOp): void => {
+      // a waiter found expired may have been let into its queue meanwhile (an earlier rejection
+      // of the same sweep freed room): it leaves the queue's count before it settles
+      if (op.state === QUEUED && op.deadline !== EXPIRED) op.queue.forget(op)
+      settler.reject(op, timeoutError(op))
+    }
     this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() })
     this.#tracing = new Tracing(db.databaseName, o.tracerProvider as TracerProvider | undefined)
     const sender = this.#sender = new Sender(o, settler, this.#retries, new DriverRetries(db), this.#tracing, batch => { this.#dispatcher.returned(batch) })
@@ -182,6 +187,7 @@ export class WriteBuffer {
     }
     this.#dispatcher.stop()
     this.#deadlines.stop()
+    this.#retries.stop()
     await this.cache?.close()
   }
 

@@ -93,7 +93,7 @@ export class Admission {
   expire (now: number, expired: WriteOp[]): void {
     for (let i = this.#waitHead; i < this.#waiters.length; i++) {
       const op = this.#waiters[i] as WriteOp
-      if (op.state === WAITING && op.deadline !== 0 && op.deadline <= now) expired.push(op)
+      if (op.state === WAITING && op.deadline > 0 && op.deadline <= now) expired.push(op)
     }
   }
 

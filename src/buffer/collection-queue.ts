@@ -1,6 +1,6 @@
 import type { Collection } from 'mongodb'
 import { tryCoalesce } from '../write/coalesce.js'
-import { COMMAND_OF, IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
+import { COMMAND_OF, EXPIRED, IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
 import { Batch, type BatchLimits, type QueueListener, type TakeMoment } from './batch.js'
 
 /**
@@ -75,7 +75,7 @@ export class CollectionQueue {
     if (leader !== undefined) {
       if (this.coalesce && leader.state === QUEUED && !leader.alone && !op.alone && tryCoalesce(leader, op)) {
         this.#coalesced++
-        if (op.deadline !== 0 && op.deadline < leader.lingerUntil) {
+        if (op.deadline > 0 && op.deadline < leader.lingerUntil) {
           // it travels with the leader now: the leader goes by its deadline
           leader.lingerUntil = op.deadline
           if (this.#lingerEnd === 0 || op.deadline < this.#lingerEnd) this.#lingerEnd = op.deadline
@@ -294,8 +294,9 @@ export class CollectionQueue {
   /** Whether a queued op can be taken; one past its deadline leaves the queue for `expired`. */
   #live (op: WriteOp, now: number, expired: WriteOp[]): boolean {
     if (op.state !== QUEUED) return false
-    if (op.deadline !== 0 && op.deadline <= now) {
+    if (op.deadline > 0 && op.deadline <= now) {
       this.forget(op)
+      op.deadline = EXPIRED
       expired.push(op)
       return false
     }

@@ -52,8 +52,8 @@ export class Dispatcher implements QueueListener {
   #nextQueue = 0
   #inFlight = 0
   #due = false
-  /** due, lingering writes included, until nothing is queued and no flush() waits (flush, close, cache) */
-  #flushing = false
+  /** flushAll() was called (flush, close, a cache read): due, lingering writes included, until nothing is queued */
+  #kicked = false
   #pumpScheduled = false
   #lingerTimer: NodeJS.Timeout | null = null
   #lingerAt = 0
@@ -103,7 +103,7 @@ export class Dispatcher implements QueueListener {
   queued (queue: CollectionQueue): void {
     if (this.#full(queue)) {
       this.#schedulePump()
-    } else if (this.#flushing) {
+    } else if (this.#flushing()) {
       this.sendNow()
     } else if (this.#adaptive) {
       if (queue.inFlight === 0) this.#scheduleTurnEnd()
@@ -117,8 +117,13 @@ export class Dispatcher implements QueueListener {
 
   /** Send everything queued, lingering writes too, as soon as slots allow (flush, close, a read that must see them). */
   flushAll (): void {
-    this.#flushing = true
+    this.#kicked = true
     this.sendNow()
+  }
+
+  /** Lingering writes go at once: while a flush() or close() waits, or until a kick is served. */
+  #flushing (): boolean {
+    return this.#kicked || this.hooks.flushWaiting()
   }
 
   /** Send everything queued as soon as slots allow (a retry's wait ended, the linger timer). */
@@ -200,9 +205,10 @@ export class Dispatcher implements QueueListener {
   #pump (): void {
     const { maxInFlight } = this.options
     const expired: WriteOp[] = []
-    const at = { now: Date.now(), flushing: this.#flushing }
+    const flushing = this.#flushing()
+    const at = { now: Date.now(), flushing }
     // due is consumed here: a batch returning meanwhile (or a backoff ending) sets it anew
-    const due = this.#due || this.#flushing
+    const due = this.#due || flushing
     this.#due = false
     let progress = true
     while (progress && this.#inFlight < maxInFlight) {
@@ -225,7 +231,7 @@ export class Dispatcher implements QueueListener {
     // backoff's end or the linger timer pumps again. Only writes left for want of a slot stay due.
     const left = this.#queues.some(queue => queue.size > 0)
     if (left && due && this.#inFlight >= maxInFlight) this.#due = true
-    if (!left && this.#flushing && !this.hooks.flushWaiting()) this.#flushing = false
+    if (!left) this.#kicked = false
     this.#armLinger()
     for (const op of expired) this.hooks.timedOut(op)
   }

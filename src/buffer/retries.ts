@@ -16,6 +16,8 @@ export class Retries {
   readonly #waiting = new Set<Batch>()
   /** batches scheduled to be sent again (stats) */
   scheduled = 0
+  /** the buffer is closed: nothing can queue behind a wait any more, so none keeps the process alive */
+  #stopped = false
 
   constructor (readonly policy: BackoffPolicy, readonly ready: () => void) {}
 
@@ -44,6 +46,13 @@ export class Retries {
       batch.queue.endRetryWait(batch) // puts back only the writes still to be sent
       this.ready()
     }, Math.max(0, delayMs))
+    if (this.#stopped) batch.retryTimer.unref()
+  }
+
+  /** close() is done: the fences left (and any made later) no longer keep the process alive. */
+  stop (): void {
+    this.#stopped = true
+    for (const batch of this.#waiting) batch.retryTimer?.unref()
   }
 
   /** Stops every wait and hands back the batches that were waiting (close). */

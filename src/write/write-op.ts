@@ -35,6 +35,9 @@ export const IN_FLIGHT = 3
 export const SETTLED = 4
 export type State = 0 | 1 | 2 | 3 | 4
 
+/** `deadline` of a write found past it in its queue and taken out of the queue's count (about to settle). */
+export const EXPIRED = -1
+
 /** What a model carries: `{ document }` for inserts, `{ filter, update | replacement, … }` otherwise. */
 export interface WriteBody {
   filter: Document

@@ -91,6 +91,59 @@ describe('lingering writes: the rules around them', () => {
   })
 })
 
+describe('after a flush', () => {
+  it('a lingering write made right after `await flush()` lingers (the flush is over)', async () => {
+    const { db, calls } = fakeDb()
+    const wb = new WriteBuffer(db)
+    const c = wb.collection('c')
+    const pending = c.updateOne({ _id: 1 }, { $set: { a: 1 } })
+    await wb.flush() // it had something to wait for
+    const t0 = Date.now()
+    await c.updateOne({ _id: 9 }, { $set: { x: 1 } }, { lingerMs: 200 }) // made in the flush's own continuation
+    await pending
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(150)
+    expect(calls).toHaveLength(2)
+    await wb.close()
+  })
+
+  it('expired writes of one deadline sweep, one of them let in by another\'s rejection, leave no count behind', async () => {
+    let release: () => void = () => {}
+    const gate = new Promise<void>(resolve => { release = resolve })
+    const { db } = fakeDb(n => (n === 1 ? gate.then(() => ({ upsertedIds: {} })) : { upsertedIds: {} }))
+    const wb = new WriteBuffer(db, { maxPending: 2 })
+    const c = wb.collection('c')
+    const inFlight = c.updateOne({ _id: 1 }, { $set: { a: 1 } })
+    await sleep(5)
+    const expiring = [
+      c.updateOne({ _id: 1 }, { $set: { a: 2 } }, { timeoutMs: 100 }), // queued behind the one in flight
+      c.updateOne({ _id: 2 }, { $set: { a: 1 } }, { timeoutMs: 100 }), // waiting for room
+      c.updateOne({ _id: 3 }, { $set: { a: 1 } }, { timeoutMs: 100 }), // waiting for room
+    ].map(p => p.then(() => 'acknowledged', (e: { code?: string }) => String(e.code)))
+    expect(await Promise.all(expiring)).toEqual(['WRITE_BUFFER_TIMEOUT', 'WRITE_BUFFER_TIMEOUT', 'WRITE_BUFFER_TIMEOUT'])
+    release()
+    await inFlight
+    const more = c.updateOne({ _id: 5 }, { $set: { f: 1 } })
+    await wb.flush() // a flush that waits for something
+    await more
+    expect(wb.stats()).toMatchObject({ pending: 0, waiting: 0 })
+    // nothing is left counted in the queue: a lingering write lingers again (a leaked count kept the buffer flushing)
+    const t0 = Date.now()
+    await c.updateOne({ _id: 9 }, { $set: { x: 1 } }, { lingerMs: 200 })
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(150)
+    await wb.close()
+  })
+
+  it('close() leaves no fence keeping the process alive', async () => {
+    const { db } = fakeDb(n => (n === 1 ? networkError() : { upsertedIds: {} }))
+    const before = liveTimers()
+    const wb = new WriteBuffer(db, { maxTimeMS: 5_000, retry: { maxAttempts: 1 } })
+    await expect(wb.collection('c').updateOne({ _id: 1 }, { $inc: { n: 1 } })).rejects.toMatchObject({ outcome: 'unknown' })
+    expect(liveTimers()).toBeGreaterThan(before) // fenced for maxTimeMS + 1 s
+    await wb.close()
+    expect(liveTimers()).toBe(before)
+  })
+})
+
 describe('dispatch with a global lingerMs and a write held back', () => {
   it('a write fenced after an ambiguous failure does not stop other documents from going after lingerMs', async () => {
     const { db, calls } = fakeDb(n => (n === 1 ? networkError() : { upsertedIds: {} }))
