@@ -19,7 +19,7 @@ import { DriverRetries } from './mongo/topology.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
 import { unacknowledged } from './mongo/write-concern.js'
 import { validateCollectionName, type WriteOptions } from './write/build-op.js'
-import { EXPIRED, QUEUED, UPDATE_ONE, type WriteOp, type WriteResult } from './write/write-op.js'
+import { EXPIRED, lingerEndFor, QUEUED, UPDATE_ONE, type WriteOp, type WriteResult } from './write/write-op.js'
 
 export interface WriteBufferStats {
   /** writes queued + in flight (+ waiting in retry backoff) */
@@ -238,7 +238,7 @@ export class WriteBuffer {
     this.#deadlines.start(op, options?.timeoutMs)
     const linger = options?.lingerMs
     // only an updateOne can take later writes of its target in: lingering is for those
-    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) op.lingerUntil = Date.now() + linger
+    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) op.lingerUntil = lingerEndFor(op.deadline, Date.now() + linger)
     const signal = options?.signal
     if (signal !== undefined && !this.#aborts.watch(op, signal)) {
       this.#settler.reject(op, abortError(0))

@@ -1,6 +1,6 @@
 import type { Collection } from 'mongodb'
 import { tryCoalesce } from '../write/coalesce.js'
-import { COMMAND_OF, EXPIRED, IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
+import { COMMAND_OF, EXPIRED, IN_FLIGHT, lingerEndFor, QUEUED, type WriteOp } from '../write/write-op.js'
 import { Batch, type BatchLimits, type QueueListener, type TakeMoment } from './batch.js'
 
 /**
@@ -75,10 +75,11 @@ export class CollectionQueue {
     if (leader !== undefined) {
       if (this.coalesce && leader.state === QUEUED && !leader.alone && !op.alone && tryCoalesce(leader, op)) {
         this.#coalesced++
-        if (op.deadline > 0 && op.deadline < leader.lingerUntil) {
-          // it travels with the leader now: the leader goes by its deadline
-          leader.lingerUntil = op.deadline
-          if (this.#lingerEnd === 0 || op.deadline < this.#lingerEnd) this.#lingerEnd = op.deadline
+        const end = lingerEndFor(op.deadline, leader.lingerUntil)
+        if (end < leader.lingerUntil) {
+          // it travels with the leader now: the leader goes well before its deadline
+          leader.lingerUntil = end
+          if (this.#lingerEnd === 0 || end < this.#lingerEnd) this.#lingerEnd = end
         }
         this.listener.queued(this)
         return true
@@ -119,9 +120,10 @@ export class CollectionQueue {
       const target = op.target
       const c = COMMAND_OF[op.kind] as number
       if (op.lingerUntil > now && !at.flushing) {
-        // still waiting for company of its own target: it stays, and so do later writes of that target
-        if (this.ordered) break
+        // still waiting for company of its own target: it stays, and so do later writes of that
+        // target (of the whole queue, when ordered); the linger timer wakes the pump at its end
         if (this.#lingerEnd === 0 || op.lingerUntil < this.#lingerEnd) this.#lingerEnd = op.lingerUntil
+        if (this.ordered) break
         ;(kept ??= []).push(op)
         ;(blocked ??= new Set()).add(target)
         continue

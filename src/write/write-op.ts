@@ -38,6 +38,16 @@ export type State = 0 | 1 | 2 | 3 | 4
 /** `deadline` of a write found past it in its queue and taken out of the queue's count (about to settle). */
 export const EXPIRED = -1
 
+/**
+ * The end of a linger that must leave a write with a deadline time to be sent: at most half
+ * the time it has left (a linger that ran into the deadline would only time the write out).
+ */
+export function lingerEndFor (deadline: number, wanted: number): number {
+  if (deadline <= 0) return wanted
+  const now = Date.now()
+  return Math.min(wanted, now + (deadline - now) / 2)
+}
+
 /** What a model carries: `{ document }` for inserts, `{ filter, update | replacement, … }` otherwise. */
 export interface WriteBody {
   filter: Document

@@ -64,6 +64,26 @@ describe('lingering writes: the rules around them', () => {
     await wb.close()
   })
 
+  it('a lingering write whose own timeoutMs is shorter than its linger is sent in time, not timed out', async () => {
+    const { db, calls } = fakeDb()
+    const wb = new WriteBuffer(db)
+    const t0 = Date.now()
+    await expect(wb.collection('c').updateOne({ _id: 1 }, { $inc: { n: 1 } }, { lingerMs: 5_000, timeoutMs: 200 })).resolves.toEqual({})
+    expect(Date.now() - t0).toBeLessThan(1_000)
+    expect(calls).toHaveLength(1)
+    await wb.close()
+  })
+
+  it('on an ordered collection a lingering write is sent when its linger ends, not only on flush()', async () => {
+    const { db, calls } = fakeDb()
+    const wb = new WriteBuffer(db)
+    const t0 = Date.now()
+    await wb.collection('c', { ordered: true }).updateOne({ _id: 1 }, { $inc: { n: 1 } }, { lingerMs: 100 })
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(90)
+    expect(calls).toHaveLength(1)
+    await wb.close()
+  })
+
   it('close() sends at once a lingering write that was still waiting for room when it began', async () => {
     const { db, calls } = fakeDb(async () => { await sleep(30); return { upsertedIds: {} } })
     const wb = new WriteBuffer(db, { maxPending: 1, closeTimeoutMs: 2_000 })
