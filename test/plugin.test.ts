@@ -163,13 +163,17 @@ describe('request-tied writes', () => {
     const app = Fastify({ http2: true })
     await app.register(writeBuffer, { db, lingerMs: 300 })
     const signals: AbortSignal[] = []
-    let cancelled: unknown
+    let caught: (err: unknown) => void = () => {}
+    const cancelled = new Promise<unknown>(resolve => { caught = resolve })
+    let started: () => void = () => {}
+    const inHandler = new Promise<void>(resolve => { started = resolve })
     app.post('/ok', async (request) => { signals.push(request.writeSignal); return { ok: true } })
     app.post('/slow', async (request) => {
+      started()
       try {
         return await app.writeBuffer.collection('h2gone').insertOne({ a: 1 }, { signal: request.writeSignal })
       } catch (err) {
-        cancelled = err
+        caught(err)
         throw err
       }
     })
@@ -188,11 +192,10 @@ describe('request-tied writes', () => {
     const slow = session.request({ ':path': '/slow', ':method': 'POST' })
     slow.on('error', () => {})
     slow.end()
-    await new Promise(resolve => setTimeout(resolve, 100))
+    await inHandler
     slow.close(http2.constants.NGHTTP2_CANCEL)
-    await new Promise(resolve => setTimeout(resolve, 400))
+    expect(await cancelled).toMatchObject({ code: 'WRITE_BUFFER_ABORTED', outcome: 'not-sent' })
     expect(signals.map(s => s.aborted)).toEqual([false, false, false])
-    expect(cancelled).toMatchObject({ code: 'WRITE_BUFFER_ABORTED', outcome: 'not-sent' })
     session.close()
     await app.close()
     expect(await db.collection('h2gone').countDocuments()).toBe(0)
