@@ -21,8 +21,10 @@ export interface Entry {
   bytes: Uint8Array | null
   /** target of the document's _id, when the answer shows it (idKnown) */
   idTarget: string | undefined
-  /** keys of the per-field index this entry is listed under */
+  /** keys of the indexes this entry is listed under, but the per-field ones */
   indexKeys: string[]
+  /** per top-level field of its document: the per-field index keys it is listed under */
+  fieldKeys: Map<string, string[]>
   expires: number
   /** performance.now() when the read that made it was sent: how old its answer may be */
   readAt: number
@@ -67,7 +69,7 @@ export class EntryStore {
 
   put (key: string, name: string, filter: Filter, projected: boolean, bytes: Uint8Array | null, doc: Document | null, ttlMs: number, readAt: number, idKnown = !projected): void {
     const entry: Entry = {
-      key, name, filter, fields: fieldsOf(filter), projected, idKnown, bytes, idTarget: undefined, indexKeys: [], expires: Date.now() + ttlMs, readAt,
+      key, name, filter, fields: fieldsOf(filter), projected, idKnown, bytes, idTarget: undefined, indexKeys: [], fieldKeys: new Map(), expires: Date.now() + ttlMs, readAt,
     }
     const old = this.#entries.get(key)
     if (old !== undefined) this.remove(old)
@@ -77,13 +79,25 @@ export class EntryStore {
     this.#evict()
   }
 
-  /** Replaces an entry's document (a patch); the limits still hold after it. */
-  replace (entry: Entry, bytes: Uint8Array, doc: Document): void {
+  /**
+   * Replaces an entry's document (a patch); the limits still hold after it. `roots`: the
+   * top-level fields the patch may have changed (only their keys are redone), null for any.
+   */
+  replace (entry: Entry, bytes: Uint8Array, doc: Document, roots: ReadonlySet<string> | null = null): void {
     if (this.#entries.get(entry.key) !== entry) return
-    this.#unindex(entry)
     this.#bytes += bytes.byteLength - (entry.bytes?.byteLength ?? 0)
     entry.bytes = bytes
-    this.#indexEntry(entry, doc)
+    if (roots === null || roots.has('_id')) {
+      this.#unindex(entry)
+      this.#indexEntry(entry, doc)
+    } else {
+      for (const field of roots) {
+        const old = entry.fieldKeys.get(field)
+        if (old !== undefined) this.#drop(entry, old)
+        entry.fieldKeys.delete(field)
+        if (Object.hasOwn(doc, field)) this.#add(entry, entry.fieldKeys, field, doc[field])
+      }
+    }
     this.#evict()
   }
 
@@ -172,10 +186,21 @@ export class EntryStore {
       } else {
         keys.push(`u\0${entry.name}`)
       }
-      for (const field in doc) {
-        for (const valueKey of valueKeys(doc[field])) keys.push(`f\0${entry.name}\0${field}\0${valueKey}`)
-      }
     }
+    this.#enlist(entry, keys)
+    const fieldKeys = entry.fieldKeys = new Map<string, string[]>()
+    if (doc !== null) for (const field in doc) this.#add(entry, fieldKeys, field, doc[field])
+  }
+
+  /** Lists `entry` under the per-field keys of `value` in `field`. */
+  #add (entry: Entry, fieldKeys: Map<string, string[]>, field: string, value: unknown): void {
+    const keys: string[] = []
+    for (const valueKey of valueKeys(value)) keys.push(`f\0${entry.name}\0${field}\0${valueKey}`)
+    fieldKeys.set(field, keys)
+    this.#enlist(entry, keys)
+  }
+
+  #enlist (entry: Entry, keys: readonly string[]): void {
     for (const key of keys) {
       let set = this.#index.get(key)
       if (set === undefined) this.#index.set(key, set = new Set())
@@ -183,12 +208,18 @@ export class EntryStore {
     }
   }
 
-  #unindex (entry: Entry): void {
-    for (const key of entry.indexKeys) {
+  #drop (entry: Entry, keys: readonly string[]): void {
+    for (const key of keys) {
       const set = this.#index.get(key)
       set?.delete(entry)
       if (set?.size === 0) this.#index.delete(key)
     }
+  }
+
+  #unindex (entry: Entry): void {
+    this.#drop(entry, entry.indexKeys)
+    for (const keys of entry.fieldKeys.values()) this.#drop(entry, keys)
     entry.indexKeys = []
+    entry.fieldKeys = new Map<string, string[]>()
   }
 }

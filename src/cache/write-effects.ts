@@ -225,7 +225,8 @@ export class WriteEffects {
       return
     }
     this.patches++
-    this.store.replace(e, BSON.serialize(next), next)
+    // a replacement may change any field; an update only the roots of its paths
+    this.store.replace(e, BSON.serialize(next), next, op.kind === REPLACE_ONE ? null : updatedRoots(body.update))
     this.#notePatched(e)
   }
 }

@@ -84,6 +84,30 @@ describe('entries patched ahead of the server by writes still pending here', () 
   })
 })
 
+describe('a patch redoes the per-field index of the fields it changed only', () => {
+  const write = (filter: Document, update: Document): WriteOp => buildUpdate(false, filter, update, undefined)
+  const settle = (store: EntryStore, pending: PendingWrites, effects: WriteEffects, op: WriteOp): void => {
+    pending.add('users', op)
+    effects.apply('users', op)
+    const caughtUp = pending.settle('users', op) // acknowledged: the entry is the server's again
+    if (caughtUp !== undefined) effects.caughtUp('users', caughtUp)
+  }
+  it('a field set by a patch is found by its new value, not its old one; an unset field by neither', () => {
+    for (const [update, oldFound, newFound] of [
+      [{ $set: { email: 'b@x' } }, false, true],
+      [{ $unset: { email: '' } }, false, false],
+    ] as const) {
+      const store = storeOf([['one', { _id: 1 }, { _id: 1, email: 'a@x', n: 1 }, false, true]])
+      const effects = new WriteEffects(store)
+      const pending = new PendingWrites()
+      settle(store, pending, effects, write({ _id: 1 }, update))
+      expect(store.withField('users', ['email', 'a@x']).length, JSON.stringify(update)).toBe(oldFound ? 1 : 0)
+      expect(store.withField('users', ['email', 'b@x']).length, JSON.stringify(update)).toBe(newFound ? 1 : 0)
+      expect(store.withField('users', ['n', 1])).toHaveLength(1) // untouched field: still listed
+    }
+  })
+})
+
 /** The patched document of a cached `{ _id: 1 }` read after `update`, as EJSON; null when the entry was dropped. */
 function patched (doc: Document, update: Document): string | null {
   const store = storeOf([['e', { _id: 1 }, doc, false, true]])
