@@ -249,8 +249,9 @@ export function resolveOptions (input: unknown): ResolvedOptions {
   checkKnown('retry.', retry, ['maxAttempts', 'baseDelayMs', 'maxDelayMs'])
   const logger = object('logger', o.logger)
   if (logger !== undefined) {
-    for (const m of ['debug', 'warn', 'error'] as const) {
-      if (typeof logger[m] !== 'function') throw new InvalidOptionError(`logger.${m} must be a function, got ${describe(logger[m])}`)
+    for (const m of ['debug', 'warn', 'error', 'isLevelEnabled'] as const) {
+      const f: unknown = logger[m]
+      if (typeof f !== 'function' && (m !== 'isLevelEnabled' || f !== undefined)) throw new InvalidOptionError(`logger.${m} must be a function, got ${describe(f)}`)
     }
   }
   // the deprecated alias, read untyped: it is only ever forwarded to lingerMs

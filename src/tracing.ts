@@ -36,8 +36,10 @@ export class Tracing {
 
   constructor (readonly database: string, provider: TracerProvider | undefined) {
     import('@opentelemetry/api').then(api => {
-      this.#api = api
-      this.#tracer = (provider ?? api.trace.getTracerProvider()).getTracer(TRACER_NAME, VERSION)
+      try {
+        this.#tracer = (provider ?? api.trace.getTracerProvider()).getTracer(TRACER_NAME, VERSION)
+        this.#api = api
+      } catch { /* a provider that throws: no tracing, rather than a crash */ }
     }, () => { /* not installed: no tracing */ })
   }
 
@@ -52,15 +54,33 @@ export class Tracing {
     return span === undefined ? undefined : span.spanContext()
   }
 
-  /** Starts the span of one bulkWrite; undefined when not tracing. */
+  /** Starts the span of one bulkWrite; undefined when not tracing. Never throws (a tracer that does means no span). */
   start (collection: string, ops: number, links: ReadonlyArray<SpanContext | undefined>, parent: SpanContext | undefined, attempt: number): BatchSpan | undefined {
+    try {
+      return this.#start(collection, ops, links, parent, attempt)
+    } catch {
+      return undefined
+    }
+  }
+
+  /** Runs `send` (the bulkWrite) with the batch's span active, so the driver's own spans nest under it. */
+  within<T> (batchSpan: BatchSpan | undefined, send: () => T): T {
+    const api = this.#api
+    if (batchSpan === undefined || api === undefined) return send()
+    return api.context.with(api.trace.setSpan(api.ROOT_CONTEXT, batchSpan.span), send)
+  }
+
+  #start (collection: string, ops: number, links: ReadonlyArray<SpanContext | undefined>, parent: SpanContext | undefined, attempt: number): BatchSpan | undefined {
     const api = this.#api
     const tracer = this.#tracer
     if (api === undefined || tracer === undefined) return undefined
     const spanLinks: Link[] = []
+    const seen = new Set<string>()
     let dropped = 0
     for (const context of links) {
-      if (context === undefined) continue
+      // one link per span: a request that queued 200 writes is one link, not 128 and 72 dropped
+      if (context === undefined || seen.has(context.spanId)) continue
+      seen.add(context.spanId)
       if (spanLinks.length < MAX_LINKS) spanLinks.push({ context })
       else dropped++
     }
@@ -76,13 +96,21 @@ export class Tracing {
     const options = { kind: SPAN_KIND_CLIENT, attributes, links: spanLinks, root: parent === undefined }
     const context: Context | undefined = parent === undefined ? undefined : api.trace.setSpanContext(api.ROOT_CONTEXT, parent)
     const span = tracer.startSpan(`bulkWrite ${collection}`, options, context)
-    this.#recording = span.isRecording()
+    // no SDK: the noop tracer's spans have an invalid context; a span an SDK sampled out has a
+    // valid one, and later spans may be sampled in: writes keep capturing then
+    this.#recording = span.isRecording() || api.trace.isSpanContextValid(span.spanContext())
     return { span, context: span.spanContext() }
   }
 
-  /** Ends a bulkWrite's span, with the error's type and status when it failed. */
+  /** Ends a bulkWrite's span, with the error's type and status when it failed. Never throws. */
   end (batchSpan: BatchSpan | undefined, error: unknown): void {
     if (batchSpan === undefined) return
+    try {
+      this.#end(batchSpan, error)
+    } catch { /* a span processor that throws must not strand the batch */ }
+  }
+
+  #end (batchSpan: BatchSpan, error: unknown): void {
     if (error !== undefined) {
       const { type, message } = describeFailure(error)
       batchSpan.span.setAttribute('error.type', type)

@@ -26,6 +26,7 @@ describe('options are validated once, with the bad value in the message', () => 
     [{ maxPending: null }, /maxPending .* got null/],
     [{ coalesce: 'yes' }, /coalesce must be a boolean/],
     [{ logger: { debug: 1 } }, /logger.debug must be a function/],
+    [{ logger: { debug () {}, warn () {}, error () {}, isLevelEnabled: true } }, /logger.isLevelEnabled must be a function/],
     [{ retry: { maxAttempts: 0 } }, /retry.maxAttempts/],
     [{ cache: { ttlMs: 0 } }, /cache.ttlMs/],
     [{ maxBatchsize: 10 }, /unknown option maxBatchsize/],

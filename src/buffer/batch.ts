@@ -24,8 +24,6 @@ export class Batch {
   retryTimer: NodeJS.Timeout | null = null
   /** performance.now() since when its oldest write (about) waited in the queue */
   queuedAt = 0
-  /** the span of the attempt this batch retries, if traced */
-  parentSpan: TraceLink | undefined = undefined
   #done = false
 
   constructor (
@@ -71,6 +69,12 @@ export class Batch {
       if (op.coalesced !== null) for (const c of op.coalesced) out.push(c.traceLink)
     }
     return out
+  }
+
+  /** The span of the failed attempt this batch (or its first retried write) sends again, if traced. */
+  retried (): TraceLink | undefined {
+    for (const op of this.ops) if (op.retryOf !== undefined) return op.retryOf
+    return undefined
   }
 
   /** The attempt these ops are on (for the retry backoff). */

@@ -23,21 +23,22 @@ export class Latency {
 
   record (ms: number): void {
     const now = performance.now()
-    if (now - this.#windowStart >= WINDOW_MS) {
-      this.#previous = this.#current
+    const elapsed = now - this.#windowStart
+    if (elapsed >= WINDOW_MS) {
+      // the current window becomes the previous one, unless it is already too old to show
+      this.#previous = elapsed < 2 * WINDOW_MS ? this.#current : createHistogram()
       this.#current = createHistogram()
-      this.#windowStart = now
+      this.#windowStart = elapsed < 2 * WINDOW_MS ? this.#windowStart + WINDOW_MS : now
     }
     this.#current.record(Math.max(1, Math.round(ms * 1000)))
   }
 
   summary (): LatencySummary {
     const h = createHistogram()
-    // a window older than two lengths is gone: nothing recorded since
-    if (performance.now() - this.#windowStart < 2 * WINDOW_MS) {
-      h.add(this.#previous)
-      h.add(this.#current)
-    }
+    // what was recorded in the last one to two window lengths, without rotating
+    const elapsed = performance.now() - this.#windowStart
+    if (elapsed < WINDOW_MS) h.add(this.#previous)
+    if (elapsed < 2 * WINDOW_MS) h.add(this.#current)
     if (h.count === 0) return EMPTY
     const ms = (us: number): number => Math.round(us) / 1000
     return { count: h.count, p50: ms(h.percentile(50)), p90: ms(h.percentile(90)), p99: ms(h.percentile(99)), max: ms(h.max) }

@@ -76,28 +76,34 @@ export class Sender {
     const models = batch.send()
     const started = performance.now()
     this.queueWait.record(started - batch.queuedAt)
-    const span = this.tracing.start(queue.name, batch.size, batch.links(), batch.parentSpan, batch.attempt)
+    const span = this.tracing.start(queue.name, batch.size, batch.links(), batch.retried(), batch.attempt)
+    let answeredOnce = false
+    // the round trip ends when the driver answers (not after a follow-up read of ours)
     const answered = (err: unknown): void => {
+      if (answeredOnce) return
+      answeredOnce = true
       this.roundTrip.record(performance.now() - started)
       this.tracing.end(span, err)
       if (batchChannel.hasSubscribers) publishBatch(queue.name, batch.size, started, err)
     }
     let sent: Promise<BulkWriteResult>
     try {
-      sent = Promise.resolve(queue.collection.bulkWrite(models, queue.ordered ? this.#ordered : this.#unordered))
+      const options = queue.ordered ? this.#ordered : this.#unordered
+      sent = Promise.resolve(this.tracing.within(span, () => queue.collection.bulkWrite(models, options)))
     } catch (err) {
       sent = Promise.reject(err) // a driver that throws instead of rejecting must not strand the batch
     }
     sent.then(
       result => {
-        this.#acknowledged(batch, result)
         answered(undefined)
+        this.#acknowledged(batch, result)
       },
       async (err: unknown) => {
-        await this.#failed(batch, err, span?.context)
         answered(err)
+        await this.#failed(batch, err, span?.context)
       }
     ).catch((bug: unknown) => {
+      answered(bug)
       // a bug in result handling must not strand the batch: settle whoever is left
       for (const op of batch.ops) {
         if (op.state === IN_FLIGHT) {
@@ -174,9 +180,9 @@ export class Sender {
     this.#return(batch)
     // held again before any pump can run: a later write to these targets must not overtake them
     if (retry.length > 0) {
-      const again = new Batch(batch.queue, retry, false)
-      again.parentSpan = span // the retry's span is a child of this attempt's
-      this.retries.schedule(again, fenceUntil)
+      // the retry's span is a child of this attempt's
+      if (span !== undefined) for (const op of retry) op.retryOf = span
+      this.retries.schedule(new Batch(batch.queue, retry, false), fenceUntil)
     }
     if (fenced.length > 0) this.retries.fence(new Batch(batch.queue, fenced, false), fenceUntil)
   }

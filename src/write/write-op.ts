@@ -103,6 +103,8 @@ export class WriteOp {
   lingerUntil = 0
   /** the span active when it was queued, while tracing records spans */
   traceLink: TraceLink | undefined = undefined
+  /** the span of its last failed attempt, when it is sent again (the retry's span is its child) */
+  retryOf: TraceLink | undefined = undefined
   signal: AbortSignal | null = null
   onAbort: (() => void) | null = null
   resolve!: (r: WriteResult) => void
