@@ -75,12 +75,10 @@ export class Tracing {
     const tracer = this.#tracer
     if (api === undefined || tracer === undefined) return undefined
     const spanLinks: Link[] = []
-    const seen = new Set<string>()
     let dropped = 0
     for (const context of links) {
-      // one link per span: a request that queued 200 writes is one link, not 128 and 72 dropped
-      if (context === undefined || seen.has(context.spanId)) continue
-      seen.add(context.spanId)
+      // one link per write (the contract), even when several writes share a span
+      if (context === undefined) continue
       if (spanLinks.length < MAX_LINKS) spanLinks.push({ context })
       else dropped++
     }
