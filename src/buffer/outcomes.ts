@@ -1,7 +1,7 @@
 import { ErrorCodes, WriteBufferError, WriteRejectedError, type WriteOutcome } from '../errors.js'
 import { describeError, type Failure } from '../mongo/driver-errors.js'
 import { isRetrySafe } from '../write/retry-safety.js'
-import { INSERT, REPLACE_ONE, UPDATE_ONE, type WriteOp, type WriteResult } from '../write/write-op.js'
+import { INSERT, REPLACE_ONE, UPDATE_MANY, UPDATE_ONE, type WriteOp, type WriteResult } from '../write/write-op.js'
 
 /**
  * Driver answer → what each write of the batch is told. Pure functions: they decide, the
@@ -14,7 +14,7 @@ const EMPTY: Readonly<Record<string, never>> = Object.freeze({})
 /** The result of the acknowledged write at `index` of its bulkWrite. */
 export function resultOf (op: WriteOp, index: number, upsertedIds: Record<number, unknown> | undefined): WriteResult {
   if (op.kind === INSERT) return { insertedId: op.id }
-  if ((op.kind === UPDATE_ONE || op.kind === REPLACE_ONE) && upsertedIds !== undefined) {
+  if ((op.kind === UPDATE_ONE || op.kind === UPDATE_MANY || op.kind === REPLACE_ONE) && upsertedIds !== undefined) {
     const id = upsertedIds[index]
     if (id !== undefined) return { upsertedId: id }
   }
@@ -32,7 +32,11 @@ export function afterBatchFailure (op: WriteOp, failure: Failure, retryAt: numbe
   const canRetry = failure.transient && op.attempts < policy.maxAttempts &&
     (op.deadline === 0 || op.deadline > retryAt) &&
     (failure.outcome === 'not-sent' || isRetrySafe(op))
-  if (canRetry) return 'retry'
+  return canRetry ? 'retry' : batchFailed(op, failure, collection)
+}
+
+/** What a write of a failed bulkWrite is told when it is not sent again. */
+export function batchFailed (op: WriteOp, failure: Failure, collection: string): Error {
   const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : failure.outcome
   return new WriteBufferError(ErrorCodes.BATCH_FAILED,
     `bulkWrite to ${collection} failed (${describeError(failure.error)}); outcome ${outcome}`, outcome, op.attempts, failure.error)

@@ -9,7 +9,7 @@ import type { Tracing } from '../tracing.js'
 import { IN_FLIGHT, QUEUED, SETTLED, type TraceLink, type WriteOp } from '../write/write-op.js'
 import { Batch } from './batch.js'
 import { Latency } from './latency.js'
-import { afterBatchFailure, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
+import { afterBatchFailure, batchFailed, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
 import type { Retries } from './retries.js'
 import type { Settler } from './settler.js'
 
@@ -160,10 +160,18 @@ export class Sender {
     const retry: WriteOp[] = []
     const fenced: WriteOp[] = []
     let failed = 0
-    for (const op of batch.ops) {
-      if (op.state === SETTLED) continue
-      // a retry goes no sooner than its backoff and the fence: one that would miss its deadline is not made
-      const verdict = afterBatchFailure(op, failure, Math.max(now + this.options.baseDelayMs, fenceUntil), this.options, name)
+    const live = batch.ops.filter(op => op.state !== SETTLED)
+    // a retry goes no sooner than its backoff and the fence: one that would miss its deadline is not made
+    const verdicts = live.map(op => afterBatchFailure(op, failure, Math.max(now + this.options.baseDelayMs, fenceUntil), this.options, name))
+    // An ordered batch may hold several writes of one document, applied in order: after an
+    // unknown outcome, resending only some of them could undo a later one that already ran
+    // (a $set resent after the $inc that followed it). All go again, or none.
+    if (batch.queue.ordered && failure.outcome === 'unknown' && verdicts.some(v => v !== 'retry')) {
+      for (let i = 0; i < live.length; i++) if (verdicts[i] === 'retry') verdicts[i] = batchFailed(live[i] as WriteOp, failure, name)
+    }
+    for (let i = 0; i < live.length; i++) {
+      const op = live[i] as WriteOp
+      const verdict = verdicts[i] as 'retry' | Error
       if (verdict === 'retry' && !this.#final) {
         retry.push(op)
       } else if (verdict === 'retry') {

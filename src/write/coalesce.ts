@@ -14,7 +14,8 @@ import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
  * - the two differ in upsert or carry arrayFilters / collation / hint;
  * - a path appears under two operators, or one path is a prefix of another
  *   (`a` vs `a.b`: the server would reject the merged document as a conflict);
- * - an $inc operand is not a plain JS number (Long, Decimal128… keep their exact type); the
+ * - two $inc operands are not whole JS numbers with an int32 sum (Long, Decimal128… keep their
+ *   exact type; fractions round differently summed first; a larger sum would travel as a double); the
  *   two $max / $min operands are not both finite JS numbers or both Dates (the server's
  *   cross-type order is not modelled); an $addToSet operand is an object with a $-modifier
  *   other than $each;
@@ -56,6 +57,19 @@ function createdAfter (path: string, update: Document): boolean {
     }
   }
   return true
+}
+
+const INT32_MAX = 2 ** 31 - 1
+
+/**
+ * Two $inc operands whose sum applies exactly as the two one after the other: whole numbers
+ * whose sum is an int32 like each of them. Fractions are not (x + a + b and x + (a + b) round
+ * differently: 0.1 then 0.2 is not 0.30000000000000004), nor a sum past int32 (the driver
+ * would send it as a double, and the field would become one).
+ */
+function summable (a: unknown, b: unknown): boolean {
+  return typeof a === 'number' && typeof b === 'number' && Number.isInteger(a) && Number.isInteger(b) &&
+    Math.abs(a) <= INT32_MAX && Math.abs(b) <= INT32_MAX && Math.abs(a + b) <= INT32_MAX
 }
 
 /** Whether an update already touches exactly this path. */
@@ -118,7 +132,7 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
         for (const path2 in fields2) {
           if (!overlaps(path, path2)) continue
           if (path !== path2 || op !== op2) return false
-          if (op === '$inc' && (typeof fields[path] !== 'number' || typeof fields2[path2] !== 'number')) return false
+          if (op === '$inc' && !summable(fields[path], fields2[path2])) return false
           if ((op === '$max' || op === '$min') && comparable(fields[path], fields2[path2]) === undefined) return false
         }
       }

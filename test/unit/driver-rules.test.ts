@@ -169,6 +169,28 @@ describe('the driver\'s rules', () => {
     for (const wc of [{ w: 'majority', wtimeoutMS: 5000, j: true }, { w: 2 }, { j: true }]) expect(() => new WriteBuffer(db, { writeConcern: wc as never })).not.toThrow()
   })
 
+  it('ordered collection, unknown outcome: a batch\'s writes of one document are all resent or none (a $set resent after its $inc would undo it)', async () => {
+    const { db, calls } = fakeDb((_m, n) => n === 1 ? named('MongoNetworkError') : ok)
+    const c = new WriteBuffer(db, { ...quick, maxTimeMS: 50, coalesce: false }).collection('c', { ordered: true })
+    const results = await Promise.allSettled([c.updateOne({ _id: 1 }, { $set: { x: 1 } }), c.updateOne({ _id: 1 }, { $inc: { x: 10 } })])
+    expect(results.map(outcomeOf)).toEqual(['WRITE_BUFFER_BATCH_FAILED/unknown', 'WRITE_BUFFER_BATCH_FAILED/unknown'])
+    expect(calls).toHaveLength(1)
+  })
+
+  it('an upserting updateMany is told its upsertedId', async () => {
+    const { db } = fakeDb(() => ({ upsertedIds: { 0: 'U1' } }))
+    await expect(new WriteBuffer(db).collection('c').updateMany({ k: 1 }, { $set: { a: 1 } }, { upsert: true })).resolves.toEqual({ upsertedId: 'U1' })
+  })
+
+  it('$inc merges only whole int32 amounts: fractions round differently summed first, bigger sums would travel as doubles', async () => {
+    for (const [a, b, merged] of [[1, 2, true], [0.1, 0.2, false], [2 ** 30, 2 ** 30, false], [-5, 3, true]] as const) {
+      const { db, calls } = fakeDb(() => ok)
+      const c = new WriteBuffer(db).collection('c')
+      await Promise.all([c.updateOne({ _id: 1 }, { $inc: { n: a } }), c.updateOne({ _id: 1 }, { $inc: { n: b } })])
+      expect(calls.length, `${a} + ${b}`).toBe(merged ? 1 : 2)
+    }
+  })
+
   it('functions in a document are never stored as code: serializeFunctions is off on every bulkWrite', async () => {
     const { db, calls } = fakeDb(() => ok)
     await new WriteBuffer(db).collection('c').insertOne({ a: 1 })
