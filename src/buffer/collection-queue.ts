@@ -1,7 +1,8 @@
 import type { Collection } from 'mongodb'
 import { tryCoalesce } from '../write/coalesce.js'
-import { COMMAND_OF, EXPIRED, IN_FLIGHT, lingerEndFor, QUEUED, type WriteOp } from '../write/write-op.js'
+import { COMMAND_OF, EXPIRED, IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
 import { Batch, type BatchLimits, type QueueListener, type TakeMoment } from './batch.js'
+import { Lingering } from './lingering.js'
 
 /**
  * The queue of one collection and the rule that picks a batch from it.
@@ -33,10 +34,8 @@ export class CollectionQueue {
   readonly #freshOut = new Set<Batch>()
   /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
   #nonEmptySince = 0
-  /** Target → the lingering write later writes of its target coalesce into as they are pushed (see push). */
-  readonly #lingering = new Map<string, WriteOp>()
-  /** earliest end of a linger among the writes the last take left queued; 0 = none */
-  #lingerEnd = 0
+  /** lingering writes: later writes of their target join them as they are pushed (see push) */
+  readonly #lingering = new Lingering()
 
   constructor (
     readonly name: string,
@@ -56,10 +55,14 @@ export class CollectionQueue {
   /** writes coalesced into an earlier one (stats) */
   get coalesced (): number { return this.#coalesced }
   /** Date.now() when the earliest linger of a write left queued ends; 0 = none */
-  get lingerEnd (): number { return this.#lingerEnd }
+  get lingerEnd (): number { return this.#lingering.end }
 
   push (op: WriteOp): void {
-    if ((this.#lingering.size > 0 || op.lingerUntil > 0) && !this.ordered && this.#joinLingering(op)) return
+    if ((!this.#lingering.empty || op.lingerUntil > 0) && !this.ordered && this.#lingering.join(op, this.coalesce)) {
+      this.#coalesced++
+      this.listener.queued(this)
+      return
+    }
     if (this.#size === 0) this.#nonEmptySince = performance.now()
     if (!op.fresh) this.#freshOnly = false
     this.#items.push(op)
@@ -68,31 +71,9 @@ export class CollectionQueue {
     this.listener.queued(this)
   }
 
-  /** Coalesces `op` into the lingering write of its target if it can; returns whether it did. */
-  #joinLingering (op: WriteOp): boolean {
-    const target = op.target
-    const leader = this.#lingering.get(target)
-    if (leader !== undefined) {
-      if (this.coalesce && leader.state === QUEUED && !leader.alone && !op.alone && tryCoalesce(leader, op)) {
-        this.#coalesced++
-        const end = lingerEndFor(op.deadline, leader.lingerUntil)
-        if (end < leader.lingerUntil) {
-          // it travels with the leader now: the leader goes well before its deadline
-          leader.lingerUntil = end
-          if (this.#lingerEnd === 0 || end < this.#lingerEnd) this.#lingerEnd = end
-        }
-        this.listener.queued(this)
-        return true
-      }
-      this.#lingering.delete(target)
-    }
-    if (op.lingerUntil > 0) this.#lingering.set(target, op)
-    return false
-  }
-
   /** The op left the queue without being taken (aborted, expired). */
   forget (op: WriteOp): void {
-    if (op.lingerUntil > 0 && this.#lingering.get(op.target) === op) this.#lingering.delete(op.target)
+    this.#lingering.left(op)
     this.#size--
     this.#bytes -= op.bytes
   }
@@ -103,7 +84,7 @@ export class CollectionQueue {
     if (this.ordered && this.#out > 0) return null
     if (this.#freshOnly && !this.ordered) return this.#takeFresh(limits, now, expired)
     if (this.#freshOut.size > 0) this.#holdFreshOut()
-    this.#lingerEnd = 0
+    this.#lingering.end = 0
     const { maxCount, maxBytes, coalesce } = limits
     const items = this.#items
     const end = items.length
@@ -122,13 +103,13 @@ export class CollectionQueue {
       if (op.lingerUntil > now && !at.flushing) {
         // still waiting for company of its own target: it stays, and so do later writes of that
         // target (of the whole queue, when ordered); the linger timer wakes the pump at its end
-        if (this.#lingerEnd === 0 || op.lingerUntil < this.#lingerEnd) this.#lingerEnd = op.lingerUntil
+        this.#lingering.noteEnd(op.lingerUntil)
         if (this.ordered) break
         ;(kept ??= []).push(op)
         ;(blocked ??= new Set()).add(target)
         continue
       }
-      if (op.lingerUntil > 0 && this.#lingering.get(target) === op) this.#lingering.delete(target)
+      this.#lingering.left(op)
       const holder = this.ordered ? undefined : this.#held.get(target)
       if (this.ordered) {
         // strict submission order: a run of one command from the head
@@ -274,7 +255,6 @@ export class CollectionQueue {
   /** Removes and returns every op still queued (close() timed out). */
   removeAll (): WriteOp[] {
     this.#lingering.clear()
-    this.#lingerEnd = 0
     const out: WriteOp[] = []
     for (let i = this.#head; i < this.#items.length; i++) {
       const op = this.#items[i] as WriteOp
