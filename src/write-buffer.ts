@@ -4,6 +4,7 @@ import { abortError, Aborts } from './buffer/aborts.js'
 import { Deadlines, timeoutError } from './buffer/deadlines.js'
 import { DetachedFailures } from './buffer/detached-failures.js'
 import { Dispatcher } from './buffer/dispatcher.js'
+import { closedError } from './buffer/outcomes.js'
 import { FlushTracker } from './buffer/flush-tracker.js'
 import { CollectionQueue } from './buffer/collection-queue.js'
 import { Retries } from './buffer/retries.js'
@@ -14,7 +15,7 @@ import { Tracing } from './tracing.js'
 import type { TracerProvider } from '@opentelemetry/api'
 import { ReadCache } from './cache/read-cache.js'
 import { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
-import { ErrorCodes, InvalidOptionError, WriteBufferError, type WriteOutcome } from './errors.js'
+import { ErrorCodes, InvalidOptionError, WriteBufferError } from './errors.js'
 import { DriverRetries } from './mongo/topology.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
 import { unacknowledged } from './mongo/write-concern.js'
@@ -194,10 +195,6 @@ export class WriteBuffer {
   /** close() timed out: tell every caller whose write was not sent. */
   #abandon (): void {
     this.#sender.stopRetrying()
-    const closedError = (op: WriteOp, why: string): WriteBufferError => {
-      const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : 'not-sent'
-      return new WriteBufferError(ErrorCodes.CLOSED, `write buffer closed ${why}`, outcome, op.attempts)
-    }
     for (const op of this.#admission.removeAllWaiting()) this.#settler.reject(op, closedError(op, 'before this write got room'))
     for (const batch of this.#retries.removeAll()) {
       for (const op of batch.ops) this.#settler.reject(op, closedError(op, 'while this write waited to be retried'))

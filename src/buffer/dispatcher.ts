@@ -43,8 +43,9 @@ export interface DispatchHooks {
  * backoff ended, the linger timer) sends every queue now, as far as slots and held targets
  * allow; what is left waits for whatever holds it (a batch's return, a backoff, a linger)
  * to pump again. "Flushing" (flush(), close(), a cache miss that must see queued writes) is
- * due that lasts while a flush waits, so a write that only gets room later does not linger. Which writes go together is the queue's
- * business (CollectionQueue.take); only when is decided here.
+ * due that lasts while a flush waits, so a write that only gets room later does not linger.
+ * Which writes go together is the queue's business (CollectionQueue.take); only when is
+ * decided here.
  */
 export class Dispatcher implements QueueListener {
   readonly #queues: CollectionQueue[] = []

@@ -35,6 +35,11 @@ export function afterBatchFailure (op: WriteOp, failure: Failure, retryAt: numbe
   return canRetry ? 'retry' : batchFailed(op, failure, collection)
 }
 
+/** What a write is told when close() gives up on it (`why`: where it was); unknown if an attempt may have applied it. */
+export function closedError (op: WriteOp, why: string): Error {
+  return new WriteBufferError(ErrorCodes.CLOSED, `write buffer closed ${why}`, op.maybeApplied ? 'unknown' : 'not-sent', op.attempts)
+}
+
 /** What a write of a failed bulkWrite is told when it is not sent again. */
 export function batchFailed (op: WriteOp, failure: Failure, collection: string): Error {
   const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : failure.outcome

@@ -9,7 +9,7 @@ import type { Tracing } from '../tracing.js'
 import { IN_FLIGHT, QUEUED, SETTLED, type TraceLink, type WriteOp } from '../write/write-op.js'
 import { Batch } from './batch.js'
 import { Latency } from './latency.js'
-import { afterBatchFailure, batchFailed, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
+import { afterBatchFailure, batchFailed, closedError, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
 import type { Retries } from './retries.js'
 import type { Settler } from './settler.js'
 
@@ -65,11 +65,6 @@ export class Sender {
 
   /** From now on nothing is sent again: a write that would be retried is rejected WRITE_BUFFER_CLOSED. */
   stopRetrying (): void { this.#final = true }
-
-  #closedError (op: WriteOp): Error {
-    return new WriteBufferError(ErrorCodes.CLOSED, 'write buffer closed before this write could be sent again',
-      op.maybeApplied ? 'unknown' : 'not-sent', op.attempts)
-  }
 
   send (batch: Batch): void {
     const queue = batch.queue
@@ -175,7 +170,7 @@ export class Sender {
       if (verdict === 'retry' && !this.#final) {
         retry.push(op)
       } else if (verdict === 'retry') {
-        failed += this.settler.reject(op, this.#closedError(op))
+        failed += this.settler.reject(op, closedError(op, 'before this write could be sent again'))
       } else {
         failed += this.settler.reject(op, verdict)
         if (fenceUntil > 0) fenced.push(op)
@@ -233,7 +228,7 @@ export class Sender {
     }
     if (applied !== undefined && applied.length > 0) this.onAcknowledged?.(queue.name, applied, i => upserted[i])
     if (this.#final) {
-      for (const op of again) rejected += this.settler.reject(op, this.#closedError(op))
+      for (const op of again) rejected += this.settler.reject(op, closedError(op, 'before this write could be sent again'))
       again.length = 0
     }
     for (const op of again) op.state = QUEUED
