@@ -1,6 +1,7 @@
 import { Double, Int32, Long } from 'mongodb'
 import type { Document } from 'mongodb'
 import { comparePaths, creationOrder, overlaps, plainPath } from '../write/paths.js'
+import { isEmbeddable } from '../write/write-options.js'
 import { compareExact, increment } from './bson-values.js'
 
 /**
@@ -41,10 +42,6 @@ export function applyUpdate (doc: Document, update: Document | Document[] | unde
   return true
 }
 
-function isDocument (v: unknown): v is Document {
-  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date) && (v as { _bsontype?: unknown })._bsontype === undefined
-}
-
 /** A field of a decoded document: own properties only (`constructor`, `toString` are not fields). */
 function own (node: Document, name: string): unknown {
   return Object.hasOwn(node, name) ? node[name] : undefined
@@ -63,7 +60,7 @@ function applyPath (doc: Document, op: string, path: string, value: unknown): bo
       node = node[p] = {}
       continue
     }
-    if (!isDocument(next)) return false // arrays, scalars: the server's rules there are not modelled
+    if (!isEmbeddable(next)) return false // arrays, scalars: the server's rules there are not modelled
     node = next
   }
   const leaf = parts[parts.length - 1] as string
