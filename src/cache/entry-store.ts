@@ -188,8 +188,7 @@ export class EntryStore {
       }
     }
     this.#enlist(entry, keys)
-    const fieldKeys = entry.fieldKeys = new Map<string, string[]>()
-    if (doc !== null) for (const field in doc) this.#add(entry, fieldKeys, field, doc[field])
+    if (doc !== null) for (const field in doc) this.#add(entry, entry.fieldKeys, field, doc[field])
   }
 
   /** Lists `entry` under the per-field keys of `value` in `field`. */
@@ -220,6 +219,6 @@ export class EntryStore {
     this.#drop(entry, entry.indexKeys)
     for (const keys of entry.fieldKeys.values()) this.#drop(entry, keys)
     entry.indexKeys = []
-    entry.fieldKeys = new Map<string, string[]>()
+    entry.fieldKeys.clear()
   }
 }

@@ -138,12 +138,14 @@ export class WriteEffects {
       return
     }
     const id = idTargetOf(body.filter)
+    // the top-level fields it may change (null: any — a replacement, a pipeline)
+    const roots = updatedRoots(body.update)
     if (op.kind !== DELETE_ONE && op.kind !== DELETE_MANY) this.#dropRivalsOf(name, body, op.kind === REPLACE_ONE, id)
     if (id !== undefined) {
       // the entries holding the document, reads by its _id whatever their projection, and
       // answers whose projection left out (or computed) _id: they may hold it too
       const holding = new Set([...this.store.withId(name, id), ...this.store.byFilterId(name, id), ...this.store.unknownIds(name)])
-      for (const e of holding) this.#patch(e, op, body)
+      for (const e of holding) this.#patch(e, op, body, roots)
     } else {
       this.#dropPatched(name)
       const eq = equalities(body.filter)
@@ -157,7 +159,7 @@ export class WriteEffects {
         if (e.projected || matches(body.filter, BSON.deserialize(e.bytes, EXACT)) !== false) this.#invalidate(e)
       }
     }
-    this.#applyToNegatives(name, op, body)
+    this.#applyToNegatives(name, op, body, roots)
   }
 
   /**
@@ -198,16 +200,15 @@ export class WriteEffects {
     }
   }
 
-  #applyToNegatives (name: string, op: WriteOp, body: WriteBody): void {
+  #applyToNegatives (name: string, op: WriteOp, body: WriteBody, roots: Set<string> | null): void {
     if (op.kind === DELETE_ONE || op.kind === DELETE_MANY) return
-    const roots = updatedRoots(body.update)
     const mayCreate = body.upsert === true || op.kind === REPLACE_ONE
     for (const e of this.store.negatives(name)) {
       if ((mayCreate && !disjoint(body.filter, e.filter)) || roots === null || intersects(roots, e.fields)) this.#invalidate(e)
     }
   }
 
-  #patch (e: Entry, op: WriteOp, body: WriteBody): void {
+  #patch (e: Entry, op: WriteOp, body: WriteBody, roots: Set<string> | null): void {
     if (e.bytes === null) return
     const doc = BSON.deserialize(e.bytes, EXACT)
     let next: Document | null = null
@@ -225,8 +226,8 @@ export class WriteEffects {
       return
     }
     this.patches++
-    // a replacement may change any field; an update only the roots of its paths
-    this.store.replace(e, BSON.serialize(next), next, op.kind === REPLACE_ONE ? null : updatedRoots(body.update))
+    // a replacement may change any field (roots null); an update only the roots of its paths
+    this.store.replace(e, BSON.serialize(next), next, roots)
     this.#notePatched(e)
   }
 }
