@@ -21,7 +21,9 @@ if (cfg.users !== undefined) {
     },
   }]
 }
+const cpu = process.cpuUsage()
 const r = await autocannon(opts)
+const used = process.cpuUsage(cpu)
 process.stdout.write(JSON.stringify({
   requests: r.requests.total,
   durationS: r.duration,
@@ -31,4 +33,5 @@ process.stdout.write(JSON.stringify({
   timeouts: r.timeouts,
   p50Ms: r.latency.p50,
   p99Ms: r.latency.p99,
+  cpuS: (used.user + used.system) / 1e6, // the load generator's own CPU while it ran
 }))

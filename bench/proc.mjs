@@ -3,7 +3,8 @@
 import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 
-const SERVER_NAMES = new Set(['ferretdb', 'postgres', 'mongod', 'mongos'])
+// comm is cut to 15 characters, and scripts/dev-db.sh runs FerretDB as `ferretdb-v1.24.2`
+const isServer = comm => comm.startsWith('ferretdb') || comm === 'postgres' || comm === 'mongod' || comm === 'mongos'
 let clockTicks = 100
 try { clockTicks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100 } catch {}
 
@@ -15,7 +16,7 @@ export function serverPids () {
   for (const e of entries) {
     if (!/^\d+$/.test(e)) continue
     try {
-      if (SERVER_NAMES.has(readFileSync(`/proc/${e}/comm`, 'utf8').trim())) pids.push(Number(e))
+      if (isServer(readFileSync(`/proc/${e}/comm`, 'utf8').trim())) pids.push(Number(e))
     } catch {} // gone meanwhile
   }
   return pids

@@ -11,7 +11,7 @@ const EXTRA = {
     r.docsMatchAcked === undefined ? null : `docs ${num(r.docsInDb)} ${r.docsMatchAcked ? '=' : '≠'} ${num(r.serverAcked)} answered${r.docsMatchAcked ? ' ✓' : ' ✗ MISMATCH'}`,
     r.lostWrites === undefined ? null : `backlog at end ${num(r.backlogAtEnd)}, lost ${num(r.lostWrites)} of ${num(r.serverAcked)}`,
   ].filter(Boolean).join('; '),
-  loadCurve: r => `app ${num(r.appCpuUsPerReq)} µs/req, server ${num(r.serverCpuUsPerReq)} µs/req, machine idle ${num(r.idlePct)}%, peak connections ${num(r.peakConnections)}` +
+  loadCurve: r => `CPU µs/req: app ${num(r.appCpuUsPerReq)}, server ${num(r.serverCpuUsPerReq)}, load generator ${num(r.loadGenCpuUsPerReq)} → ceiling ${num(r.cpuCeilingReqS)} req/s; machine idle ${num(r.idlePct)}%, peak connections ${num(r.peakConnections)}` +
     (r.non2xx + r.errors > 0 ? `; non-2xx ${num(r.non2xx)}, errors ${num(r.errors)}` : ''),
   cacheScale: r => `miss by _id ${num(r.missByIdUs)} µs, miss by email ${num(r.missByEmailUs)} µs, hit ${num(r.hitUs)} µs, patching write ${num(r.patchWriteUs)} µs, write by email ${num(r.fieldWriteUs)} µs`,
   loginDetached: r => `update statements per 1k logins ${num(r.dbCommandsPer1kWrites)}; non-2xx ${num(r.non2xx)}`,

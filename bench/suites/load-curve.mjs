@@ -5,6 +5,7 @@
 import Fastify from 'fastify'
 import { MongoClient } from 'mongodb'
 import { createHash } from 'node:crypto'
+import { availableParallelism } from 'node:os'
 import writeBuffer from '../../dist/index.js'
 import { freshDb } from '../db.mjs'
 import { load } from '../load.mjs'
@@ -82,6 +83,9 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRou
         await tally.idle()
         const cpu = meter.stop()
         const served = tally.acked - acked
+        const perReq = seconds => (served === 0 || seconds === null ? null : round(seconds * 1e6 / served))
+        const cpuUs = [perReq(cpu.appCpuS), perReq(cpu.serverCpuS), perReq(r.cpuS)]
+        const totalCpuUsPerReq = cpuUs.includes(null) ? null : cpuUs.reduce((a, b) => a + b, 0)
         results.push({
           key: `${route}-${variant}-${connections}`,
           name: `${route} ${variant} @${connections}`,
@@ -95,8 +99,12 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRou
           dbCommandsPer1kWrites: per1k(writeCommands[variant] - commandsBefore, served),
           non2xx: r.non2xx,
           errors: r.errors,
-          appCpuUsPerReq: served === 0 ? null : round(cpu.appCpuS * 1e6 / served),
-          serverCpuUsPerReq: served === 0 || cpu.serverCpuS === null ? null : round(cpu.serverCpuS * 1e6 / served),
+          appCpuUsPerReq: cpuUs[0],
+          serverCpuUsPerReq: cpuUs[1],
+          loadGenCpuUsPerReq: cpuUs[2],
+          // the most req/s this machine's cores could serve at this CPU cost per request (0% idle);
+          // kernel time spent outside these processes (network softirq) is not counted
+          cpuCeilingReqS: totalCpuUsPerReq === null ? null : Math.round(availableParallelism() * 1e6 / totalCpuUsPerReq),
           idlePct: cpu.idleShare === null ? null : round(cpu.idleShare * 100, 1),
           peakConnections: gauge.peak,
         })
@@ -116,6 +124,8 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRou
         ratio: ratio(buffered.rate, naive.rate),
         p50DeltaMs: buffered.p50Ms === null || naive.p50Ms === null ? null : round(buffered.p50Ms - naive.p50Ms, 2),
         bufferedIdlePct: buffered.idlePct,
+        // the buffered route's CPU ceiling ÷ the naive route's measured rate: the best ratio this machine allows
+        ceilingVsNaive: buffered.cpuCeilingReqS === null ? null : ratio(buffered.cpuCeilingReqS, naive.rate),
         bufferedPeakConnections: buffered.peakConnections,
       }
     })
@@ -133,7 +143,8 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRou
     ratios,
     notes: [
       'insert: one insertOne per request; login: findOne by username + updateOne by _id ($set lastLoginAt, $inc logins), the buffered route with the read cache on',
-      'CPU µs per request from process.cpuUsage() (app, which includes this harness) and /proc/<pid>/stat of the ferretdb/postgres/mongod processes (server); idle from /proc/stat',
+      'CPU µs per request from process.cpuUsage() (app, which includes this harness; load generator) and /proc/<pid>/stat of the ferretdb/postgres/mongod processes (server); idle from /proc/stat',
+      'CPU ceiling: cores ÷ (app + server + load generator CPU per request), the req/s of a machine with no idle time at that cost; ceilingVsNaive: the buffered ceiling ÷ the naive measured rate',
       'peak connections: most connections checked out of the variant\'s own MongoClient pool at once',
       'the stand-in applies updates at ~300/s however batched, so the login curve is bound by it on FerretDB',
     ],
