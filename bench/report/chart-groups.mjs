@@ -104,7 +104,11 @@ function cacheScale (s) {
 function loginDetached (s) {
   return {
     subtitle: 'req/s at 100 connections; ratio vs awaited driver calls',
-    rows: s.results.map((r, i) => ({ label: r.key === 'naive' ? 'awaited driver calls' : 'cache + detached + linger', value: r.rate, text: `${n(r.rate)} req/s${i === 0 ? '' : ` · ${x(s.ratios.detachedVsNaive)}`} · ${n(r.dbCommandsPer1kWrites)} upd/1k`, kind: i === 0 ? 'base' : 'ours' })),
+    rows: s.results.map(r => {
+      const label = { naive: 'awaited driver calls', buffered: `cache + detached + linger ${n(s.lingerMs)} ms`, noLinger: 'cache + detached, no linger' }[r.key]
+      const vs = { buffered: s.ratios.detachedVsNaive, noLinger: s.ratios.noLingerVsNaive }[r.key]
+      return { label, value: r.rate, text: `${n(r.rate)} req/s${vs === undefined ? '' : ` · ${x(vs)}`} · ${n(r.dbCommandsPer1kWrites)} upd/1k`, kind: r.key === 'naive' ? 'base' : 'ours' }
+    }),
   }
 }
 
