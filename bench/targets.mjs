@@ -41,7 +41,7 @@ export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, l
   const p99Ratio = http.ratios.bufferedP99VsNaive
   const worstOverhead = overhead.comparisons.reduce((a, b) => (b.overheadPct > a.overheadPct ? b : a))
   const { roOff, rwOff, roOn, rwOn } = byKey(login.results)
-  const { naive: uncoalesced, buffered: coalesced } = byKey(coalescing.results)
+  const { naive: uncoalesced, buffered: coalesced, refused } = byKey(coalescing.results)
   const slowest = hotPath.results.reduce((a, b) => (b.nsPerOp > a.nsPerOp ? b : a))
   return [
     ...(loadCurve === undefined ? [] : curveTargets(loadCurve)),
@@ -118,7 +118,8 @@ export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, l
       target: '≤ 10 DB update ops for 1,000 coalescable updates',
       measured: `${coalesced.updateStatements} update statements in ${coalesced.updateCommands} command(s)`,
       met: coalesced.updateStatements <= 10,
-      notes: `naive sends ${uncoalesced.updateStatements}; buffered throughput ${fmt(coalescing.ratios.bufferedVsNaive, 'x')} naive; counts correct: ${coalesced.countsCorrect}, last write wins: ${coalesced.lastWriteWins}`,
+      notes: `naive sends ${uncoalesced.updateStatements}; buffered throughput ${fmt(coalescing.ratios.bufferedVsNaive, 'x')} naive; counts correct: ${coalesced.countsCorrect}, last write wins: ${coalesced.lastWriteWins}` +
+        (refused === undefined ? '' : `; with a $set field sorting before the $inc one the merge is refused (field order): ${refused.updateStatements} statements, counts correct: ${refused.countsCorrect}`),
     },
     {
       suite: 'hotPath',

@@ -54,12 +54,13 @@ function login (s) {
 }
 
 function coalescing (s) {
-  const { naive, buffered } = byKey(s.results)
+  const { naive, buffered, refused } = byKey(s.results)
   return {
     subtitle: 'updates/s; ratio vs naive, 100 in flight',
     rows: [
       { label: 'naive awaited updateOne', value: naive.rate, text: `${n(naive.rate)} upd/s · ${n(naive.updateStatements)} DB update ops`, kind: 'base' },
       { label: 'WriteBuffer (coalesced)', value: buffered.rate, text: `${n(buffered.rate)} upd/s · ${x(s.ratios.bufferedVsNaive)} · ${n(buffered.updateStatements)} DB update ops`, kind: 'ours' },
+      ...(refused === undefined ? [] : [{ label: 'WriteBuffer, merge refused (field order)', value: refused.rate, text: `${n(refused.rate)} upd/s · ${n(refused.updateStatements)} DB update ops`, kind: 'ours' }]),
     ],
   }
 }

@@ -17,7 +17,7 @@ const EXTRA = {
   loginDetached: r => `update statements per 1k logins ${num(r.dbCommandsPer1kWrites)}; non-2xx ${num(r.non2xx)}`,
   cacheBus: r => `p90 ${num(r.p90Ms)} ms, max ${num(r.maxMs)} ms over ${num(r.trials)} trials`,
   login: r => `finds/1k logins ${num(r.findsPer1kLogins)}, finds/user ${num(r.findsPerUser)} (max ${num(r.maxFindsForOneUser)}), update stmts/s ${num(r.updateStatementsPerS)}`,
-  coalescing: r => `${num(r.updateStatements)} update stmts in ${num(r.updateCommands)} cmds; counts ${r.countsCorrect ? 'ok' : 'WRONG'}; last write wins ${r.lastWriteWins ? 'yes' : 'no'}`,
+  coalescing: r => `${r.fields}: ${num(r.updateStatements)} update stmts in ${num(r.updateCommands)} cmds; counts ${r.countsCorrect ? 'ok' : 'WRONG'}; last write wins ${r.lastWriteWins ? 'yes' : 'no'}`,
   hotPath: r => `${num(r.nsPerOp)} ns/op (${num(r.nsPerOpOverBaseline)} over harness), ${num(r.bytesPerOp)} B/op` +
     (r.costVsBefore === null ? '' : `; before ${num(r.nsPerOpBefore)} ns/op → ${num(r.costVsBefore)}x the cost`) +
     (r.tracingCost == null ? '' : `; without @opentelemetry/api ${num(r.nsPerOpWithoutOtel)} ns/op → tracing costs ${num(r.tracingCost)}x`),
