@@ -48,17 +48,36 @@ describe('detached writes', () => {
     expect(unhandled).toEqual([])
   })
 
-  it('server unreachable: every detached write fails into onWriteError once, nothing unhandled', async () => {
+  it('server unreachable: 1,000 detached writes each fail into onWriteError once, nothing unhandled', async () => {
     const dead = new MongoClient('mongodb://127.0.0.1:1/', { serverSelectionTimeoutMS: 200 })
     const { calls, hook } = recorder()
     const wb = new WriteBuffer(dead.db('x'), { onWriteError: hook, retry: { maxAttempts: 2, baseDelayMs: 10 } })
-    for (let i = 0; i < 200; i++) wb.collection('e').updateOne({ _id: i }, { $inc: { n: 1 } }, { detached: true })
+    for (let i = 0; i < 1000; i++) wb.collection('e').updateOne({ _id: i }, { $inc: { n: 1 } }, { detached: true })
     await wb.flush()
     await tick()
-    expect(calls).toHaveLength(200)
+    expect(calls).toHaveLength(1000)
     expect(calls.every(c => c.err.outcome === 'not-sent')).toBe(true)
     await wb.close()
     await dead.close()
+    expect(unhandled).toEqual([])
+  })
+
+  it('close with 1,000 detached writes queued on a stalled server: each failure reaches onWriteError exactly once, none unhandled', async () => {
+    const stalled = new MongoClient('mongodb://127.0.0.1:1/', { serverSelectionTimeoutMS: 60_000 })
+    const { calls, hook } = recorder()
+    const wb = new WriteBuffer(stalled.db('x'), { onWriteError: hook, maxBatchSize: 100, closeTimeoutMs: 50 })
+    for (let i = 0; i < 1000; i++) wb.collection('q').insertOne({ i }, { detached: true })
+    await tick()
+    expect(wb.stats()).toMatchObject({ pending: 1000, inFlight: 4 }) // 4 batches of 100 waiting on the wire, 600 queued
+    await wb.close() // gives up after closeTimeoutMs: the queued ones fail at once
+    await tick()
+    expect(calls.filter(c => c.err.code === 'WRITE_BUFFER_CLOSED')).toHaveLength(600)
+    await stalled.close() // the 400 on the wire now fail too: never sent
+    await new Promise(resolve => setTimeout(resolve, 50))
+    expect(calls).toHaveLength(1000)
+    expect(calls.slice(600).every(c => c.err.outcome === 'not-sent')).toBe(true)
+    expect(calls.every(c => c.info.collection === 'q' && c.info.kind === 'insertOne' && c.info.detached)).toBe(true)
+    expect(wb.stats().failedOps).toBe(1000)
     expect(unhandled).toEqual([])
   })
 
