@@ -24,6 +24,10 @@ export class Batch {
   retryTimer: NodeJS.Timeout | null = null
   /** performance.now() since when its oldest write (about) waited in the queue */
   queuedAt = 0
+  /** set by send(): the span of the failed attempt this send repeats, if traced */
+  retryOf: TraceLink | undefined = undefined
+  /** set by send(): whether any of its writes captured a span to link to */
+  linked = false
   #done = false
 
   constructor (
@@ -38,19 +42,35 @@ export class Batch {
 
   get size (): number { return this.ops.length }
 
-  /** Marks every op as sent once more and returns the bulkWrite models. */
+  /**
+   * Marks every op as sent once more and returns the bulkWrite models; on the way, notes what
+   * the batch's span needs (`retryOf`, taken from its first retried write, and `linked`).
+   */
   send (): AnyBulkWriteOperation[] {
     const ops = this.ops
     const models = new Array<AnyBulkWriteOperation>(ops.length)
+    let retryOf: TraceLink | undefined
+    let linked = false
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as WriteOp
       op.state = IN_FLIGHT
       op.attempts++
+      if (op.retryOf !== undefined) {
+        retryOf ??= op.retryOf
+        op.retryOf = undefined // its next attempt is a child of this one's span, if any
+      }
+      if (op.traceLink !== undefined) linked = true
       if (op.coalesced !== null) {
-        for (const c of op.coalesced) { c.state = IN_FLIGHT; c.attempts = op.attempts }
+        for (const c of op.coalesced) {
+          c.state = IN_FLIGHT
+          c.attempts = op.attempts
+          if (c.traceLink !== undefined) linked = true
+        }
       }
       models[i] = op.model
     }
+    this.retryOf = retryOf
+    this.linked = linked
     return models
   }
 
@@ -69,12 +89,6 @@ export class Batch {
       if (op.coalesced !== null) for (const c of op.coalesced) out.push(c.traceLink)
     }
     return out
-  }
-
-  /** The span of the failed attempt this batch (or its first retried write) sends again, if traced. */
-  retried (): TraceLink | undefined {
-    for (const op of this.ops) if (op.retryOf !== undefined) return op.retryOf
-    return undefined
   }
 
   /** The attempt these ops are on (for the retry backoff). */

@@ -26,6 +26,9 @@ export interface SenderOptions extends RetryPolicy {
  */
 export const FENCE_MARGIN_MS = 1000
 
+/** A batch none of whose writes captured a span links to nothing. */
+const NO_LINKS: readonly TraceLink[] = []
+
 /**
  * Sends one batch as one bulkWrite and routes the answer: every write of the batch is
  * settled (Settler), put back in its queue, or handed to Retries — exactly once, whatever the
@@ -71,7 +74,7 @@ export class Sender {
     const models = batch.send()
     const started = performance.now()
     this.queueWait.record(started - batch.queuedAt)
-    const span = this.tracing.start(queue.name, batch.size, batch.links(), batch.retried(), batch.attempt)
+    const span = this.tracing.start(queue.name, batch.size, batch.linked ? batch.links() : NO_LINKS, batch.retryOf, batch.attempt)
     let answeredOnce = false
     // the round trip ends when the driver answers (not after a follow-up read of ours)
     const answered = (err: unknown): void => {
@@ -157,7 +160,8 @@ export class Sender {
     let failed = 0
     const live = batch.ops.filter(op => op.state !== SETTLED)
     // a retry goes no sooner than its backoff and the fence: one that would miss its deadline is not made
-    const verdicts = live.map(op => afterBatchFailure(op, failure, Math.max(now + this.options.baseDelayMs, fenceUntil), this.options, name))
+    const retryAt = Math.max(now + this.options.baseDelayMs, fenceUntil)
+    const verdicts = live.map(op => afterBatchFailure(op, failure, retryAt, this.options, name))
     // An ordered batch may hold several writes of one document, applied in order: after an
     // unknown outcome, resending only some of them could undo a later one that already ran
     // (a $set resent after the $inc that followed it). All go again, or none.
