@@ -1,5 +1,6 @@
 import type { Document } from 'mongodb'
 import { creationOrder, overlaps, touchesFilter } from './paths.js'
+import { isPlain } from './write-options.js'
 import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
 
 /**
@@ -19,7 +20,8 @@ import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
  *   two $max / $min operands are not both finite JS numbers or both Dates (the server's
  *   cross-type order is not modelled); an $addToSet operand is an object with a $-modifier
  *   other than $each;
- * - the update document or an operator's operand is not a plain object (see isPlain);
+ * - the update document or an operator's operand is not a plain object (write-options' isPlain):
+ *   a Map, a class instance or a toBSON is a valid operand, just never merged;
  * - an updated path overlaps a filter field (the second write's filter might then
  *   select a different document than the first one left behind);
  * - the later write touches a path the earlier one does not, and that path does not sort
@@ -30,20 +32,6 @@ import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
  */
 
 const MERGEABLE = new Set(['$set', '$inc', '$unset', '$setOnInsert', '$max', '$min', '$addToSet'])
-
-/**
- * Merging reads an operand's fields with for..in and copies them with a spread: exact only
- * for a plain object (prototype Object.prototype or null) without toBSON. The serializer
- * writes a Map's entries (for..in sees none: the merge would send `{}`), a toBSON's return
- * value (not the fields the merge sees), a class instance's own keys only. All of them are
- * valid operands the driver sends as documents, so they are not refused: such a write is
- * just never merged, and travels as the caller gave it.
- */
-function isPlain (v: unknown): boolean {
-  if (typeof v !== 'object' || v === null) return false
-  const proto: unknown = Object.getPrototypeOf(v)
-  return (proto === Object.prototype || proto === null) && typeof (v as { toBSON?: unknown }).toBSON !== 'function'
-}
 
 /**
  * Whether a field `path` would be created after every field `update` may create, merged or

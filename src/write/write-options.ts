@@ -37,17 +37,27 @@ export function isEmbeddable (v: unknown): v is Document {
 }
 
 /**
+ * A literal object (prototype Object.prototype or null) without toBSON: its own fields, as
+ * for..in and a spread see them, are exactly what BSON sends. A Map (BSON sends its entries),
+ * a toBSON's return value or a class instance (own keys only) is not.
+ */
+export function isPlain (v: unknown): v is Document {
+  if (typeof v !== 'object' || v === null) return false
+  const proto: unknown = Object.getPrototypeOf(v)
+  return (proto === Object.prototype || proto === null) && typeof (v as { toBSON?: unknown }).toBSON !== 'function'
+}
+
+/**
  * A document, filter, replacement or update as the buffer reads it: an object whose own
  * fields are what BSON sends. Not a Map (BSON sends its entries, not the `_id` or `$`-keys the
  * buffer checks), a RegExp (sent as a regex), a boxed primitive or a Promise (sent as `{}`: a
  * filter that matches everything), nor an object with `toBSON` (sent as whatever it returns).
  */
 export function isDocument (v: unknown): v is Document {
-  if (typeof v !== 'object' || v === null) return false
-  const proto: unknown = Object.getPrototypeOf(v)
-  const d = v as { toBSON?: unknown, _bsontype?: unknown }
   // the common case, a literal: one prototype read
-  if (proto === Object.prototype || proto === null) return typeof d.toBSON !== 'function' && d._bsontype === undefined
+  if (isPlain(v)) return (v as { _bsontype?: unknown })._bsontype === undefined
+  if (typeof v !== 'object' || v === null) return false
+  const d = v as { toBSON?: unknown }
   return isEmbeddable(v) && !(v instanceof Map) && !(v instanceof Set) && !(v instanceof RegExp) && !(v instanceof Promise) &&
     !(v instanceof Number) && !(v instanceof String) && !(v instanceof Boolean) && typeof d.toBSON !== 'function'
 }
