@@ -33,20 +33,6 @@ import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
 
 const MERGEABLE = new Set(['$set', '$inc', '$unset', '$setOnInsert', '$max', '$min', '$addToSet'])
 
-/**
- * Whether a field `path` would be created after every field `update` may create, merged or
- * not: one update creates its new fields in name order, two updates in the order they run.
- */
-function createdAfter (path: string, update: Document): boolean {
-  for (const op in update) {
-    for (const other in update[op] as Document) {
-      const order = creationOrder(path, other)
-      if (order === undefined || order < 0) return false
-    }
-  }
-  return true
-}
-
 const INT32_MAX = 2 ** 31 - 1
 
 /**
@@ -58,12 +44,6 @@ const INT32_MAX = 2 ** 31 - 1
 function summable (a: unknown, b: unknown): boolean {
   return typeof a === 'number' && typeof b === 'number' && Number.isInteger(a) && Number.isInteger(b) &&
     Math.abs(a) <= INT32_MAX && Math.abs(b) <= INT32_MAX && Math.abs(a + b) <= INT32_MAX
-}
-
-/** Whether an update already touches exactly this path. */
-function touched (update: Document, path: string): boolean {
-  for (const op in update) if (Object.hasOwn(update[op] as Document, path)) return true
-  return false
 }
 
 /** Order of two $max/$min operands (negative: a < b), or undefined when not both finite numbers or both Dates. */
@@ -114,16 +94,25 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
     if (op === '$setOnInsert') continue
     const fields = nextUpdate[op] as Document
     for (const path in fields) {
-      if (!touched(current, path) && !createdAfter(path, current)) return false
+      // a path the leader does not touch yet must be created after every path it does: one
+      // update creates its new fields in name order, two updates in the order they run
+      let touched = false
+      let createdAfter = true
       for (const op2 in current) {
         const fields2 = current[op2] as Document
         for (const path2 in fields2) {
+          if (path2 === path) touched = true
+          else if (createdAfter) {
+            const order = creationOrder(path, path2)
+            if (order === undefined || order < 0) createdAfter = false
+          }
           if (!overlaps(path, path2)) continue
           if (path !== path2 || op !== op2) return false
           if (op === '$inc' && !summable(fields[path], fields2[path2])) return false
           if ((op === '$max' || op === '$min') && comparable(fields[path], fields2[path2]) === undefined) return false
         }
       }
+      if (!touched && !createdAfter) return false
       if (op === '$inc' && typeof fields[path] !== 'number') return false
       if (op === '$addToSet' && elementsOf(fields[path]) === undefined) return false
     }
