@@ -34,7 +34,10 @@ function scalarKey (v: unknown): string | undefined {
       // one number, one key: 5, Int32(5), Long(5) and Double(5) select the same documents
       if (b._bsontype === 'Int32' || b._bsontype === 'Double') return numberKey((v as { value: number }).value)
       // an unsigned Long travels as its 64 bits: the server reads them as a signed int64
-      if (b._bsontype === 'Long') return 'n' + BigInt.asIntN(64, BigInt((v as { toString: () => string }).toString())).toString()
+      if (b._bsontype === 'Long') {
+        const long = v as { unsigned?: unknown, toString: () => string }
+        return 'n' + (long.unsigned === true ? BigInt.asIntN(64, BigInt(long.toString())).toString() : long.toString())
+      }
       if (v instanceof Date) return 'd' + String(v.getTime())
       return undefined
     }
