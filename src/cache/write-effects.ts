@@ -145,7 +145,11 @@ export class WriteEffects {
       // the entries holding the document, reads by its _id whatever their projection, and
       // answers whose projection left out (or computed) _id: they may hold it too
       const holding = new Set([...this.store.withId(name, id), ...this.store.byFilterId(name, id), ...this.store.unknownIds(name)])
-      for (const e of holding) this.#patch(e, op, body, roots)
+      if (holding.size > 0) {
+        // the driver sends undefined as null, or leaves the field out (ignoreUndefined): not patched
+        const patchable = op.kind !== DELETE_ONE && op.kind !== DELETE_MANY && !hasUndefined(op.kind === REPLACE_ONE ? body.replacement : body.update)
+        for (const e of holding) this.#patch(e, op, body, roots, patchable)
+      }
     } else {
       this.#dropPatched(name)
       const eq = equalities(body.filter)
@@ -208,17 +212,21 @@ export class WriteEffects {
     }
   }
 
-  #patch (e: Entry, op: WriteOp, body: WriteBody, roots: Set<string> | null): void {
+  /** `patchable`: the write is one a cached document can be patched with (not a delete, no undefined). */
+  #patch (e: Entry, op: WriteOp, body: WriteBody, roots: Set<string> | null, patchable: boolean): void {
     if (e.bytes === null) return
+    // a projected answer lacks what the write may change or need (answers without _id are projected)
+    if (!patchable || e.projected) {
+      this.#invalidate(e)
+      return
+    }
     const doc = BSON.deserialize(e.bytes, EXACT)
     let next: Document | null = null
-    if (hasUndefined(op.kind === REPLACE_ONE ? body.replacement : body.update)) {
-      // the driver sends undefined as null, or leaves the field out (ignoreUndefined): not patched
-    } else if (!e.projected && op.kind === REPLACE_ONE && body.replacement !== undefined) {
+    if (op.kind === REPLACE_ONE && body.replacement !== undefined) {
       // the server keeps the document's _id, first
       const { _id: ignored, ...rest } = body.replacement
       next = { _id: doc._id as unknown, ...rest }
-    } else if (!e.projected && op.kind !== DELETE_ONE && op.kind !== DELETE_MANY && applyUpdate(doc, body.update)) {
+    } else if (applyUpdate(doc, body.update)) {
       next = doc
     }
     if (next === null || matches(e.filter, next) !== true) {
