@@ -8,6 +8,8 @@
  * values of different types are never equal (an ObjectId never equals its hex string).
  */
 
+import { isEmbeddable } from '../write/write-options.js'
+
 interface Bson { _bsontype?: unknown }
 
 type Numeric = { kind: 'int' | 'double', value: number } | { kind: 'long', value: bigint }
@@ -145,13 +147,13 @@ export function compareExact (a: unknown, b: unknown): number | undefined {
 /** Whether `undefined` is anywhere in a value (documents, arrays, Maps; not inside BSON values). */
 export function hasUndefined (v: unknown): boolean {
   if (v === undefined) return true
-  if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v) || v instanceof Date || (v as { _bsontype?: unknown })._bsontype !== undefined) return false
-  if (v instanceof Map) {
-    for (const x of v.values()) if (hasUndefined(x)) return true
-    return false
-  }
   if (Array.isArray(v)) {
     for (const x of v) if (hasUndefined(x)) return true
+    return false
+  }
+  if (!isEmbeddable(v)) return false // a scalar, a Date, a Buffer, a BSON value
+  if (v instanceof Map) {
+    for (const x of v.values()) if (hasUndefined(x)) return true
     return false
   }
   for (const k in v) if (hasUndefined((v as Record<string, unknown>)[k])) return true
