@@ -106,27 +106,21 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
   // close hook before the ping: a registration that fails or times out must not leave a client open.
   let buffer: WriteBuffer | undefined
   try {
-    buffer = new WriteBuffer(target, { logger: app.log, ...rest })
-    app.decorate('writeBuffer', buffer)
+    const built = new WriteBuffer(target, { logger: app.log, ...rest })
+    buffer = built
+    app.decorate('writeBuffer', built)
     app.decorateRequest('writeSignal', { getter: writeSignal })
-  } catch (err) {
-    await buffer?.close()
-    await client?.close()
-    throw err
-  }
-  const built = buffer
-  const lifecycle = { closed: false }
-  app.addHook('onResponse', releaseWriteSignal)
-  app.addHook('onClose', async () => {
-    lifecycle.closed = true
-    await built.close()
-    if (client !== undefined) await client.close()
-  })
-  try {
+    const lifecycle = { closed: false }
+    app.addHook('onResponse', releaseWriteSignal)
+    app.addHook('onClose', async () => {
+      lifecycle.closed = true
+      await built.close()
+      if (client !== undefined) await client.close()
+    })
     if (connectTimeoutMs > 0) await checkConnection(target, connectTimeoutMs)
     if (lifecycle.closed) throw new ConnectError('fastify-write-buffer: the app closed before MongoDB answered', undefined)
   } catch (err) {
-    await built.close()
+    await buffer?.close()
     await client?.close()
     throw err
   }
