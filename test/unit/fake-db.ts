@@ -120,6 +120,11 @@ export function wrappedNetworkError (result: Document = bulkResult()): Error {
   return named('MongoBulkWriteError', cause.message, { errorResponse: cause, writeErrors: [], result })
 }
 
+/** The server refused the whole command (`ok: 0`), as the driver reports it. */
+export function commandError (code: number, message = `fake refusal ${code}`): Error {
+  return named('MongoServerError', message, { code, errorResponse: { ok: 0, code, errmsg: message } })
+}
+
 export function serverSelectionError (): Error {
   return named('MongoServerSelectionError', 'Server selection timed out after 30000 ms')
 }
@@ -235,6 +240,8 @@ export class FakeDb {
   readonly commands: Document[] = []
   /** when set, db.command() rejects with it */
   commandError: Error | null = null
+  /** when set, a ping is answered only once it resolves (a paused server) */
+  pingGate: Promise<void> | null = null
   readonly #next: Responder[] = []
   readonly #collections = new Map<string, FakeCollection>()
   readonly #store = new Map<string, Map<string, Document>>()
@@ -261,6 +268,7 @@ export class FakeDb {
         ? { version: '8.0.4', gitVersion: 'bc35ab4305d9920d9d0491c1c9ef9b72383d31f9', allocator: 'tcmalloc', ok: 1 }
         : { version: '7.0.42', gitVersion: 'unknown', ferretdbVersion: 'v1.24.2', ok: 1 }
     }
+    if (this.pingGate !== null) await this.pingGate
     return { ok: 1 }
   }
 
