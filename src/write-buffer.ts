@@ -41,6 +41,8 @@ export interface WriteBufferStats {
   coalescedOps: number
   /** batches sent again after a transient failure */
   retries: number
+  /** batches the server refused as a whole command, split to pin the writes to blame */
+  isolatedBatches: number
   /** how long the oldest write of each batch waited in its queue (ms, last 1–2 minutes) */
   queueWaitMs: LatencySummary
   /** bulkWrite round trips (ms, last 1–2 minutes) */
@@ -151,6 +153,7 @@ export class WriteBuffer {
       failedOps: this.#settler.failed,
       coalescedOps,
       retries: this.#retries.scheduled,
+      isolatedBatches: this.#sender.isolated,
       queueWaitMs: this.#sender.queueWait.summary(),
       roundTripMs: this.#sender.roundTrip.summary(),
     }

@@ -19,7 +19,7 @@ function outcomes (results: Array<Awaited<ReturnType<typeof settle>>>): string[]
 
 describe('a whole-command refusal is isolated to the write to blame', () => {
   it('MongoDB, a code raised before execution: nothing applied, so every write may go again — even $inc; the bad one fails alone, rejected, with the code', async () => {
-    const { fake, c } = harness(FAST)
+    const { fake, wb, c } = harness(FAST)
     fake.fallback = refuseCollation(2)
     const writes = Array.from({ length: 51 }, (_, i) => settle(c.updateOne({ _id: i }, { $inc: { n: 1 } },
       i === 17 ? { upsert: true, collation: { locale: 'fr' } } : { upsert: true })))
@@ -30,6 +30,7 @@ describe('a whole-command refusal is isolated to the write to blame', () => {
     expect(fake.docs('c').every(d => d.n === 1)).toBe(true) // applied once each
     // 1 refused + halves down to the bad one: at most 2 per level, ⌈log2 51⌉ = 6 levels
     expect(fake.calls.length).toBeLessThanOrEqual(1 + 2 * 6)
+    expect(wb.stats().isolatedBatches).toBe(1)
   })
 
   it('not MongoDB: a refusal proves nothing — retry-safe writes go again and the bad one is pinned (unknown, code kept); a $inc is told unknown, never resent', async () => {
