@@ -265,7 +265,7 @@ describe('example server, as a child process over HTTP', () => {
     const port = await freePort()
     const output: string[] = []
     child = spawn(process.execPath, [serverScript], {
-      env: { ...process.env, MONGODB_URI: inject('mongoUri'), FWB_DB: SERVER_DB, PORT: String(port), NODE_ENV: 'test' },
+      env: { ...process.env, MONGODB_URI: inject('mongoUri'), FWB_DB: SERVER_DB, PORT: String(port), NODE_ENV: 'test', REDIS_URL: '' },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>
