@@ -2,6 +2,7 @@ import { randomBytes, scryptSync } from 'node:crypto'
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it, vi } from 'vitest'
 import { MongoClient, type Collection } from 'mongodb'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import { freePort } from './support/child-server.js'
 // @ts-expect-error plain ESM example app (run `npm run build` first: it imports dist/)
 import { buildApp } from '../examples/fastify-app/app.mjs'
 // @ts-expect-error plain ESM example module
@@ -134,6 +135,19 @@ describe('rate limits (@fastify/rate-limit)', () => {
     }
     expectLimited(await login(a, 'shared-victim', 'wrong guess', '10.4.0.21'), perUser.timeWindow)
     expectLimited(await login(b, 'shared-victim', 'correct horse', '10.4.0.22'), perUser.timeWindow)
+  })
+
+  it('a Redis that cannot be reached fails /login and /register closed (a 500 with no detail), not open; close() still returns', async () => {
+    const a = await app({ redisUrl: `redis://127.0.0.1:${await freePort()}`, redisPrefix: `fwb-example-test-${RUN}-down` })
+    scryptNs.length = 0
+    for (const res of [await login(a, 'anyone', 'correct horse'), await register(a, 'anyone', 'correct horse')]) {
+      expect(res.statusCode, res.body).toBe(500)
+      expect(res.json().message).toBe('Internal Server Error')
+    }
+    expect(scryptNs).toEqual([]) // refused before any work
+    expect((await a.inject({ method: 'POST', url: '/events', payload: { type: 'still-up' } })).statusCode).toBe(202)
+    apps.splice(apps.indexOf(a), 1)
+    await a.close()
   })
 
   it('(control) two instances without Redis count on their own: after 10 failures on each, the 21st is still a 401', async () => {
