@@ -8,8 +8,8 @@ import { randomBytes, scrypt as scryptCallback, timingSafeEqual } from 'node:cry
 /**
  * The example's scrypt cost: OWASP's Password Storage Cheat Sheet's setting for scrypt,
  * N = 2^17 (`logN: 17`), r = 8, p = 1. One hash then needs 128 * N * r = 128 MiB of memory and,
- * on the machine the README measured, about a fifth of a second of one core: that is the trade
- * with login throughput (README table, `scrypt-cost.mjs`).
+ * on the machine the README measured, about half a second of one core (2 logins per second per
+ * core): that is the trade with login throughput (README table, `scrypt-cost.mjs`).
  */
 export const SCRYPT = Object.freeze({ logN: 17, r: 8, p: 1 })
 
