@@ -63,6 +63,14 @@ export async function registerRateLimit (app, { redis, nameSpace }) {
 }
 
 /**
+ * The route option for a per-address limit (`config: { rateLimit: perAddress(limit) }`): the
+ * plugin's own hook, keyed on `request.ip`, run first (`onRequest`), before the body is read.
+ */
+export function perAddress ({ max, timeWindow }) {
+  return { max, timeWindow, cache: MEMORY_ENTRIES } // per route, the in-memory store's size is set here
+}
+
+/**
  * A preHandler for /login: at most `max` attempts per canonical username per `timeWindow`,
  * counted by the plugin's store (`app.createRateLimit`) and answered as the plugin answers:
  * 429 with Retry-After and the x-ratelimit-* headers. It runs after the body is checked, so

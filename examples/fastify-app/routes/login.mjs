@@ -1,5 +1,5 @@
 import { hashPassword, verifyPassword } from '../password.mjs'
-import { perUsernameLimit } from '../rate-limits.mjs'
+import { perAddress, perUsernameLimit } from '../rate-limits.mjs'
 import { credentials } from '../schemas.mjs'
 import { httpError } from '../http-error.mjs'
 import { canonicalizeUsername } from '../username.mjs'
@@ -26,7 +26,7 @@ export default async function loginRoute (app, { limits, scrypt }) {
 
   app.post('/login', {
     // per client address, before the body is parsed (the plugin's onRequest hook)
-    config: { rateLimit: limits.loginPerAddress },
+    config: { rateLimit: perAddress(limits.loginPerAddress) },
     schema: {
       body: credentials,
       response: {

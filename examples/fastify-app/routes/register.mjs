@@ -1,4 +1,5 @@
 import { hashPassword } from '../password.mjs'
+import { perAddress } from '../rate-limits.mjs'
 import { credentials, idReply } from '../schemas.mjs'
 import { httpError } from '../http-error.mjs'
 import { canonicalizeUsername } from '../username.mjs'
@@ -15,7 +16,7 @@ export default async function registerRoute (app, { limits, scrypt }) {
   const users = app.writeBuffer.collection('users')
 
   app.post('/register', {
-    config: { rateLimit: limits.registerPerAddress }, // per client address, before the body is parsed
+    config: { rateLimit: perAddress(limits.registerPerAddress) }, // per client address, before the body is parsed
     schema: { body: credentials, response: { 201: idReply } },
     preValidation: canonicalizeUsername, // "Alice", "alice", "ａｌｉｃｅ": one user
   }, async (request, reply) => {
