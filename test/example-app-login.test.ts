@@ -6,9 +6,9 @@ import { freePort } from './support/child-server.js'
 // @ts-expect-error plain ESM example app (run `npm run build` first: it imports dist/)
 import { buildApp } from '../examples/fastify-app/app.mjs'
 // @ts-expect-error plain ESM example module
-import { RATE_LIMITS } from '../examples/fastify-app/rate-limits.mjs'
+import { RATE_LIMITS, rateLimitSettings } from '../examples/fastify-app/rate-limits.mjs'
 // @ts-expect-error plain ESM example module
-import { SCRYPT } from '../examples/fastify-app/password.mjs'
+import { SCRYPT, isOlder, parseStored } from '../examples/fastify-app/password.mjs'
 
 /**
  * The example's login path as a security review reads it: rate limits (per address, per
@@ -214,5 +214,43 @@ describe('scrypt: one per login, parameters recorded and raised', () => {
     expect(res.statusCode).toBe(500)
     expect(res.json().message).toBe('Internal Server Error')
     expect(scryptNs).toEqual([])
+  })
+})
+
+describe('settings and stored hashes: bad ones are clear errors', () => {
+  it.each([
+    ['an unknown limit', { loginPerIp: { max: 1 } }, /rateLimits\.loginPerIp is not a known limit/],
+    ['max 0', { loginPerUsername: { max: 0 } }, /rateLimits\.loginPerUsername\.max must be a positive integer, got 0/],
+    ['a window as a string', { registerPerAddress: { timeWindow: '1 hour' } }, /timeWindow must be an integer number of ms, 1000 or more, got 1 hour/],
+  ])('rateLimits with %s throws', (_name, overrides, message) => {
+    expect(() => rateLimitSettings(overrides)).toThrow(message)
+  })
+
+  it('rateLimits replaces only what it names', () => {
+    expect(rateLimitSettings({ loginPerUsername: { max: 5 } })).toEqual({ ...RATE_LIMITS, loginPerUsername: { max: 5, timeWindow: 900_000 } })
+  })
+
+  it.each([
+    ['logN 21', { logN: 21, r: 8, p: 1 }, /scrypt\.logN must be an integer from 1 to 20, got 21/],
+    ['r 0', { logN: 14, r: 0, p: 1 }, /scrypt\.r must be an integer from 1 to 16, got 0/],
+    ['p 1.5', { logN: 14, r: 8, p: 1.5 }, /scrypt\.p must be an integer from 1 to 4, got 1.5/],
+  ])('buildApp with scrypt %s throws before opening anything', async (_name, scrypt, message) => {
+    await expect(buildApp({ mongoUrl: 'mongodb://127.0.0.1:1/', database: DB, scrypt })).rejects.toThrow(message)
+  })
+
+  it('a stored hash is read with its own parameters; one that cannot be read throws', () => {
+    expect(parseStored({ passwordHash: '$scrypt$ln=15,r=8,p=2$AAAA$BBBB' })).toMatchObject({ params: { logN: 15, r: 8, p: 2 } })
+    expect(parseStored({ passwordHash: 'BBBB', salt: 'AAAA' })).toMatchObject({ params: { logN: 14, r: 8, p: 1 } })
+    expect(() => parseStored({ passwordHash: '$scrypt$ln=15,r=8$AAAA$BBBB' })).toThrow(/not a readable \$scrypt\$ string/)
+    expect(() => parseStored({ passwordHash: 'BBBB' })).toThrow(/no password hash/)
+    expect(() => parseStored({})).toThrow(/no password hash/)
+  })
+
+  it('older means any parameter lower than the current one', () => {
+    const current = { logN: 17, r: 8, p: 1 }
+    expect(isOlder({ logN: 14, r: 8, p: 1 }, current)).toBe(true)
+    expect(isOlder({ logN: 17, r: 4, p: 1 }, current)).toBe(true)
+    expect(isOlder({ logN: 17, r: 8, p: 1 }, current)).toBe(false)
+    expect(isOlder({ logN: 18, r: 8, p: 1 }, current)).toBe(false)
   })
 })
