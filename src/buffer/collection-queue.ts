@@ -30,6 +30,19 @@ export class CollectionQueue {
   #inFlight = 0
   /** Target → the op holding it: taken into the batch being built (still QUEUED), out, or fenced. */
   readonly #held = new Map<string, WriteOp>()
+  /**
+   * Target → later writes of it parked behind the op holding it, in submission order: out of
+   * `#items`, so a take never walks them again while they cannot go (4,000 callers of one
+   * document cost a take O(1), not O(4,000)). When the target is released its first parked
+   * write goes back to the head; the next ones coalesce into it when it is taken, or wait for
+   * it in turn.
+   */
+  readonly #parked = new Map<string, WriteOp[]>()
+  /** Target → the unparked write back in `#items` its parked writes wait for (until it is taken) */
+  readonly #heads = new Map<string, WriteOp>()
+  /** inside take(): targets whose parked writes are freed once it is done (it walks #items) */
+  #taking = false
+  #freed: string[] | null = null
   #freshOnly = true
   readonly #freshOut = new Set<Batch>()
   /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
@@ -71,15 +84,41 @@ export class CollectionQueue {
     this.listener.queued(this)
   }
 
-  /** The op left the queue without being taken (aborted, expired). */
+  /** The op left the queue without being taken (aborted, expired), or was coalesced into another. */
   forget (op: WriteOp): void {
     this.#lingering.left(op)
     this.#size--
     this.#bytes -= op.bytes
+    // the write parked ones wait for, leaving before it is taken, must not strand them
+    if (this.#heads.size > 0 && this.#heads.get(op.target) === op) {
+      this.#heads.delete(op.target)
+      if (this.#taking) (this.#freed ??= []).push(op.target)
+      else this.#freeParked([op.target])
+    }
+  }
+
+  #freeParked (targets: string[]): void {
+    const next: WriteOp[] = []
+    for (const target of targets) if (!this.#held.has(target)) this.#unpark(target, next)
+    this.#toHead(next)
   }
 
   /** The next batch: ops of one write command, ≤ maxCount ops, about ≤ maxBytes; expired ops go to `expired`. */
   take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
+    this.#taking = true
+    try {
+      return this.#take(limits, at, expired)
+    } finally {
+      this.#taking = false
+      if (this.#freed !== null) {
+        const freed = this.#freed
+        this.#freed = null
+        this.#freeParked(freed)
+      }
+    }
+  }
+
+  #take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
     const now = at.now
     if (this.ordered && this.#out > 0) return null
     if (this.#freshOnly && !this.ordered) return this.#takeFresh(limits, now, expired)
@@ -116,15 +155,14 @@ export class CollectionQueue {
         if (command !== -1 && c !== command) break
       } else if (holder !== undefined) {
         // held by an op out, or taken into this batch (QUEUED: it may coalesce unless one was skipped)
-        if (coalesce && holder.state === QUEUED && blocked?.has(target) !== true && !op.alone && !holder.alone &&
+        if (coalesce && holder.state === QUEUED && blocked?.has(target) !== true && !this.#parked.has(target) && !op.alone && !holder.alone &&
           bytes + op.bytes <= maxBytes && tryCoalesce(holder, op)) {
           this.#coalesced++
           bytes += op.bytes // the coalesced update grows: it counts against the batch budget
           this.forget(op)
           continue
         }
-        ;(kept ??= []).push(op)
-        ;(blocked ??= new Set()).add(target)
+        this.#park(target, op) // it cannot go before its holder returns
         continue
       } else if (blocked?.has(target) === true || (command !== -1 && c !== command)) {
         ;(kept ??= []).push(op)
@@ -134,8 +172,11 @@ export class CollectionQueue {
       command = c
       ;(ops ??= []).push(op)
       this.#held.set(target, op)
+      if (this.#heads.size > 0 && this.#heads.get(target) === op) this.#heads.delete(target)
       bytes += op.bytes
       this.forget(op)
+      // writes of its target parked behind an earlier holder may coalesce into it now
+      if (coalesce && !op.alone && this.#parked.has(target)) bytes += this.#coalesceParked(op, target, maxBytes - bytes)
     }
     // skipped ops (a subsequence of items[head, i)) go back just before i: the tail is never copied
     let head = i
@@ -147,6 +188,57 @@ export class CollectionQueue {
     this.#out++
     this.#inFlight++
     return this.#stamped(new Batch(this, ops, false))
+  }
+
+  #park (target: string, op: WriteOp): void {
+    const chain = this.#parked.get(target)
+    if (chain === undefined) this.#parked.set(target, [op])
+    else chain.push(op)
+  }
+
+  /** Coalesces the parked writes of `target` into `holder`, in order, until one cannot; returns the bytes added. */
+  #coalesceParked (holder: WriteOp, target: string, room: number): number {
+    const chain = this.#parked.get(target) as WriteOp[]
+    let added = 0
+    while (chain.length > 0) {
+      const next = chain[0] as WriteOp
+      if (next.state !== QUEUED || next.deadline === EXPIRED) { chain.shift(); continue } // aborted or expired meanwhile
+      if (next.alone || added + next.bytes > room || !tryCoalesce(holder, next)) break
+      chain.shift()
+      this.#coalesced++
+      added += next.bytes
+      this.forget(next)
+    }
+    if (chain.length === 0) this.#parked.delete(target)
+    return added
+  }
+
+  /** `target` is free: its first live parked write goes back to the queue (returned, to put at the head). */
+  #unpark (target: string, out: WriteOp[]): void {
+    const chain = this.#parked.get(target)
+    if (chain === undefined) return
+    while (chain.length > 0) {
+      const op = chain.shift() as WriteOp
+      if (op.state === QUEUED && op.deadline !== EXPIRED) { // not aborted, expired or settled meanwhile
+        out.push(op)
+        if (chain.length > 0) this.#heads.set(target, op)
+        break
+      }
+    }
+    if (chain.length === 0) this.#parked.delete(target)
+  }
+
+  /** Puts unparked ops (still counted) back at the head of the queue. */
+  #toHead (ops: WriteOp[]): void {
+    if (ops.length === 0) return
+    this.#freshOnly = false
+    if (this.#head >= ops.length) {
+      for (let k = ops.length - 1; k >= 0; k--) this.#items[--this.#head] = ops[k] as WriteOp
+    } else {
+      this.#items = ops.concat(this.#items.slice(this.#head))
+      this.#head = 0
+    }
+    this.listener.queued(this)
   }
 
   #takeFresh (limits: BatchLimits, now: number, expired: WriteOp[]): Batch | null {
@@ -189,7 +281,7 @@ export class CollectionQueue {
     if (head >= end) {
       this.#items = []
       this.#head = 0
-      this.#freshOnly = true
+      this.#freshOnly = this.#parked.size === 0
     } else if (head > 1024 && head * 2 > end) {
       this.#items = this.#items.slice(head)
       this.#head = 0
@@ -207,7 +299,14 @@ export class CollectionQueue {
   #release (batch: Batch): void {
     this.#out--
     if (this.#freshOut.delete(batch)) return
-    for (const op of batch.ops) this.#held.delete(op.target)
+    const unparked: WriteOp[] = []
+    for (const op of batch.ops) {
+      this.#held.delete(op.target)
+      // an op put back in the queue (partly failed, uncoalesced) still goes before what is
+      // parked behind it: that stays parked until it is taken again
+      if (this.#parked.size > 0 && op.state !== QUEUED) this.#unpark(op.target, unparked)
+    }
+    this.#toHead(unparked)
   }
 
   /** A waiting batch (retry, fence) was given up (close): its targets are free again. */
@@ -225,13 +324,18 @@ export class CollectionQueue {
   endRetryWait (batch: Batch): void {
     this.#out--
     const live: WriteOp[] = []
+    const unparked: WriteOp[] = []
     for (const op of batch.ops) {
       this.#held.delete(op.target)
       if (op.state === IN_FLIGHT) {
         op.state = QUEUED
         live.push(op)
+      } else if (this.#parked.size > 0) {
+        this.#unpark(op.target, unparked) // settled (fenced): what was parked behind it may go
       }
     }
+    // a retried write goes first; writes parked behind it stay parked until it is taken
+    this.#toHead(unparked)
     this.requeueFront(live)
   }
 
@@ -260,6 +364,9 @@ export class CollectionQueue {
       const op = this.#items[i] as WriteOp
       if (op.state === QUEUED) out.push(op)
     }
+    for (const chain of this.#parked.values()) for (const op of chain) if (op.state === QUEUED) out.push(op)
+    this.#parked.clear()
+    this.#heads.clear()
     this.#items = []
     this.#head = 0
     this.#size = 0
@@ -270,7 +377,16 @@ export class CollectionQueue {
 
   /** Ops past their deadline, removed from the queue (they stay in `#items`, skipped). */
   expire (now: number, expired: WriteOp[]): void {
-    for (let i = this.#head; i < this.#items.length; i++) this.#live(this.#items[i] as WriteOp, now, expired)
+    this.#taking = true // forget() must not move writes while they are walked
+    try {
+      for (let i = this.#head; i < this.#items.length; i++) this.#live(this.#items[i] as WriteOp, now, expired)
+      for (const chain of this.#parked.values()) for (const op of chain) this.#live(op, now, expired)
+    } finally {
+      this.#taking = false
+      const freed = this.#freed
+      this.#freed = null
+      if (freed !== null) this.#freeParked(freed)
+    }
   }
 
   /** Whether a queued op can be taken; one past its deadline leaves the queue for `expired`. */

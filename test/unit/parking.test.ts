@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest'
+import { harness } from './harness.js'
+import { settle } from './fake-db.js'
+
+/** The `v` each bulkWrite set on document 1, in the order the fake applied them. */
+function appliedOrder (calls: Array<{ bodies: Array<Record<string, unknown>> }>): number[] {
+  return calls.flatMap(c => c.bodies.map(b => ((b.update as { $set?: { v?: number } } | undefined)?.$set?.v) as number))
+}
+
+describe('writes parked behind the write holding their document', () => {
+  it('go one by one in submission order when they cannot merge, and the take never walks them again', async () => {
+    const { fake, c } = harness({ coalesce: false })
+    const writes = Array.from({ length: 60 }, (_, v) => c.updateOne({ _id: 1 }, { $set: { v } }, { upsert: true }))
+    await Promise.all(writes)
+    expect(appliedOrder(fake.calls)).toEqual(Array.from({ length: 60 }, (_, v) => v))
+    expect(fake.docs('c')[0]?.v).toBe(59)
+  })
+
+  it('merge into their new holder when they can (coalescing on): fewer statements, same final state', async () => {
+    const { fake, c } = harness()
+    const first = c.updateOne({ _id: 1 }, { $set: { v: 0 } }, { upsert: true })
+    await Promise.resolve() // the first goes alone; the rest park behind it
+    const rest = Array.from({ length: 40 }, (_, i) => c.updateOne({ _id: 1 }, { $set: { v: i + 1 } }))
+    await Promise.all([first, ...rest])
+    expect(fake.calls.length).toBeLessThanOrEqual(3)
+    expect(fake.docs('c')[0]?.v).toBe(40)
+  })
+
+  it('an aborted or expired write among them leaves the others in order; none is stranded', async () => {
+    const { fake, c } = harness({ coalesce: false })
+    const ac = new AbortController()
+    const writes = Array.from({ length: 30 }, (_, v) => settle(c.updateOne({ _id: 1 }, { $set: { v } },
+      v === 10 ? { upsert: true, signal: ac.signal } : v === 1 ? { upsert: true, signal: ac.signal } : { upsert: true })))
+    await Promise.resolve()
+    ac.abort() // 1 is the head waiting next when the first returns, 10 is parked deeper
+    const results = await Promise.all(writes)
+    const aborted = results.flatMap((r, v) => r.status === 'rejected' ? [v] : [])
+    expect(aborted.every(v => v === 1 || v === 10)).toBe(true)
+    expect(appliedOrder(fake.calls)).toEqual(Array.from({ length: 30 }, (_, v) => v).filter(v => !aborted.includes(v)))
+  })
+})
