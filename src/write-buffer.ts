@@ -96,9 +96,10 @@ export class WriteBuffer {
       settler.reject(op, timeoutError(op))
     }
     this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() })
+    const driverRetries = new DriverRetries(db)
     this.#liveness = new ServerLiveness(typeof db.command === 'function' ? () => db.command({ ping: 1 }) : undefined)
     this.#tracing = new Tracing(db.databaseName, o.tracerProvider as TracerProvider | undefined)
-    const sender = this.#sender = new Sender(o, settler, this.#retries, new DriverRetries(db), new ServerIdentity(db), this.#liveness, this.#tracing, batch => { this.#dispatcher.returned(batch) })
+    const sender = this.#sender = new Sender(o, settler, this.#retries, driverRetries, new ServerIdentity(db), this.#liveness, this.#tracing, batch => { this.#dispatcher.returned(batch) })
     if (o.cache?.bus !== undefined) sender.onAcknowledged = (name, ops, upsertedIdOf) => { cache?.published(name, ops, upsertedIdOf) }
     this.#dispatcher = new Dispatcher(
       { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, lingerMs: o.lingerMs },
@@ -107,6 +108,7 @@ export class WriteBuffer {
         timedOut,
         internalError: err => { o.logger?.error({ err }, 'write buffer: internal error while building a batch') },
         flushWaiting: () => this.#flushes.waiting,
+        serverMaxCount: () => driverRetries.maxWriteBatchSize(),
       })
     this.#deadlines = new Deadlines(o.writeTimeoutMs, {
       expire: (now, expired) => {

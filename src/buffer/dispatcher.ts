@@ -20,6 +20,8 @@ export interface DispatchHooks {
   internalError: (err: unknown) => void
   /** whether a flush() or close() still waits: then nothing lingers, not even writes queued later */
   flushWaiting: () => boolean
+  /** the server's own bound on writes per command (hello's maxWriteBatchSize), once known */
+  serverMaxCount?: () => number | undefined
 }
 
 /**
@@ -100,8 +102,20 @@ export class Dispatcher implements QueueListener {
     this.#schedulePump()
   })
 
+  /** what a take may hold: `options`, with maxCount bounded by the server's maxWriteBatchSize */
+  #limits: BatchLimits
+
   constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
     this.#adaptive = options.lingerMs === 0
+    this.#limits = options
+  }
+
+  /** maxBatchSize is a ceiling; the server's maxWriteBatchSize (hello) is the bound: one batch stays one command. */
+  #currentLimits (): BatchLimits {
+    const server = this.hooks.serverMaxCount?.()
+    const maxCount = server === undefined ? this.options.maxCount : Math.min(this.options.maxCount, server)
+    if (maxCount !== this.#limits.maxCount) this.#limits = { ...this.options, maxCount }
+    return this.#limits
   }
 
   get inFlight (): number { return this.#inFlight }
@@ -178,7 +192,7 @@ export class Dispatcher implements QueueListener {
   }
 
   #full (queue: CollectionQueue): boolean {
-    return queue.size >= this.options.maxCount || queue.bytes >= this.options.maxBytes
+    return queue.size >= this.#limits.maxCount || queue.bytes >= this.options.maxBytes
   }
 
   /** Whether `queue` may send now without being due. */
@@ -226,6 +240,7 @@ export class Dispatcher implements QueueListener {
 
   #pump (): void {
     const { maxInFlight } = this.options
+    const limits = this.#currentLimits()
     const expired: WriteOp[] = []
     const flushing = this.#flushing()
     const at = { now: Date.now(), flushing }
@@ -240,7 +255,7 @@ export class Dispatcher implements QueueListener {
     while (visits-- > 0 && this.#inFlight < maxInFlight) {
       const queue = visit.shift()
       if (queue === undefined) break
-      const batch = queue.size > 0 && (due || this.#mayGo(queue)) ? queue.take(this.options, at, expired) : null
+      const batch = queue.size > 0 && (due || this.#mayGo(queue)) ? queue.take(limits, at, expired) : null
       if (batch !== null) {
         this.#inFlight++
         this.sent++

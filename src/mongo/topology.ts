@@ -2,12 +2,19 @@ import type { Db } from 'mongodb'
 
 interface ClientView {
   options?: { retryWrites?: boolean }
-  topology?: { description?: { servers?: Map<string, { type?: string }> } }
-  on?: (event: 'serverDescriptionChanged', listener: (ev: { newDescription: { type: string } }) => void) => unknown
+  topology?: { description?: { servers?: Map<string, ServerView> } }
+  on?: (event: 'serverDescriptionChanged', listener: (ev: { newDescription: ServerView }) => void) => unknown
 }
 
+/** What the buffer reads of a driver ServerDescription (from the server's `hello`). */
+interface ServerView { type?: string, maxWriteBatchSize?: number | null }
+
 /** What one client's server monitoring has told us; shared by every buffer on that client. */
-interface ClientState { known: boolean | undefined }
+interface ClientState {
+  known: boolean | undefined
+  /** the smallest `maxWriteBatchSize` a server announced (hello): more writes make the driver split a command */
+  maxWriteBatchSize: number | undefined
+}
 
 /**
  * One listener per client, however many buffers share it: a listener per buffer would never
@@ -19,14 +26,19 @@ const states = new WeakMap<object, ClientState>()
 function stateOf (client: ClientView): ClientState {
   let state = states.get(client)
   if (state === undefined) {
-    const created: ClientState = state = { known: undefined }
+    const created: ClientState = state = { known: undefined, maxWriteBatchSize: undefined }
     states.set(client, created)
-    client.on?.('serverDescriptionChanged', ev => { learn(created, ev.newDescription.type) })
+    client.on?.('serverDescriptionChanged', ev => { learn(created, ev.newDescription) })
   }
   return state
 }
 
-function learn (state: ClientState, type: string | undefined): void {
+function learn (state: ClientState, server: ServerView): void {
+  const type = server.type
+  const limit = server.maxWriteBatchSize
+  if (typeof limit === 'number' && limit > 0 && (state.maxWriteBatchSize === undefined || limit < state.maxWriteBatchSize)) {
+    state.maxWriteBatchSize = limit
+  }
   if (type === 'Standalone') state.known = false
   else if (type !== undefined && type !== 'Unknown' && type !== 'PossiblePrimary') state.known = true
 }
@@ -47,7 +59,7 @@ export class DriverRetries {
   constructor (db: Db) {
     const client = this.#client = (db as unknown as { client?: ClientView }).client
     this.#retryWrites = client?.options?.retryWrites !== false
-    this.#state = client === undefined ? { known: undefined } : stateOf(client)
+    this.#state = client === undefined ? { known: undefined, maxWriteBatchSize: undefined } : stateOf(client)
   }
 
   mayHaveRetried (): boolean {
@@ -61,6 +73,16 @@ export class DriverRetries {
     return this.#state.known === false
   }
 
+  /**
+   * The most writes one command may carry on this deployment (the smallest `maxWriteBatchSize`
+   * its servers announced: 100,000 on MongoDB, 25,000 on DocumentDB), or undefined before any
+   * server answered. A bulkWrite with more is split by the driver into several commands.
+   */
+  maxWriteBatchSize (): number | undefined {
+    this.#refresh()
+    return this.#state.maxWriteBatchSize
+  }
+
   /** Whether a server was ever reached: before that, no command can have been sent. */
   everConnected (): boolean {
     this.#refresh()
@@ -69,6 +91,6 @@ export class DriverRetries {
 
   #refresh (): void {
     const servers = this.#client?.topology?.description?.servers
-    if (servers !== undefined) for (const server of servers.values()) learn(this.#state, server.type)
+    if (servers !== undefined) for (const server of servers.values()) learn(this.#state, server)
   }
 }
