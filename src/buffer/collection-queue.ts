@@ -3,6 +3,7 @@ import { tryCoalesce } from '../write/coalesce.js'
 import { COMMAND_OF, EXPIRED, IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
 import { Batch, type BatchLimits, type QueueListener, type TakeMoment } from './batch.js'
 import { Lingering } from './lingering.js'
+import { Parked } from './parked.js'
 
 /**
  * The queue of one collection and the rule that picks a batch from it.
@@ -30,16 +31,8 @@ export class CollectionQueue {
   #inFlight = 0
   /** Target → the op holding it: taken into the batch being built (still QUEUED), out, or fenced. */
   readonly #held = new Map<string, WriteOp>()
-  /**
-   * Target → later writes of it parked behind the op holding it, in submission order: out of
-   * `#items`, so a take never walks them again while they cannot go (4,000 callers of one
-   * document cost a take O(1), not O(4,000)). When the target is released its first parked
-   * write goes back to the head; the next ones coalesce into it when it is taken, or wait for
-   * it in turn.
-   */
-  readonly #parked = new Map<string, WriteOp[]>()
-  /** Target → the unparked write back in `#items` its parked writes wait for (until it is taken) */
-  readonly #heads = new Map<string, WriteOp>()
+  /** later writes of a held target, parked until it is released (parked.ts) */
+  readonly #parked = new Parked()
   /** inside take(): targets whose parked writes are freed once it is done (it walks #items) */
   #taking = false
   #freed: string[] | null = null
@@ -90,8 +83,7 @@ export class CollectionQueue {
     this.#size--
     this.#bytes -= op.bytes
     // the write parked ones wait for, leaving before it is taken, must not strand them
-    if (this.#heads.size > 0 && this.#heads.get(op.target) === op) {
-      this.#heads.delete(op.target)
+    if (this.#parked.leftAsHead(op)) {
       if (this.#taking) (this.#freed ??= []).push(op.target)
       else this.#freeParked([op.target])
     }
@@ -99,7 +91,7 @@ export class CollectionQueue {
 
   #freeParked (targets: string[]): void {
     const next: WriteOp[] = []
-    for (const target of targets) if (!this.#held.has(target)) this.#unpark(target, next)
+    for (const target of targets) if (!this.#held.has(target)) this.#parked.release(target, next)
     this.#toHead(next)
   }
 
@@ -162,7 +154,7 @@ export class CollectionQueue {
           this.forget(op)
           continue
         }
-        this.#park(target, op) // it cannot go before its holder returns
+        this.#parked.park(target, op) // it cannot go before its holder returns
         continue
       } else if (blocked?.has(target) === true || (command !== -1 && c !== command)) {
         ;(kept ??= []).push(op)
@@ -172,11 +164,11 @@ export class CollectionQueue {
       command = c
       ;(ops ??= []).push(op)
       this.#held.set(target, op)
-      if (this.#heads.size > 0 && this.#heads.get(target) === op) this.#heads.delete(target)
+      this.#parked.taken(target, op)
       bytes += op.bytes
       this.forget(op)
       // writes of its target parked behind an earlier holder may coalesce into it now
-      if (coalesce && !op.alone && this.#parked.has(target)) bytes += this.#coalesceParked(op, target, maxBytes - bytes)
+      if (coalesce && !op.alone && this.#parked.has(target)) bytes += this.#parked.coalesceInto(op, target, maxBytes - bytes, this.#merged)
     }
     // skipped ops (a subsequence of items[head, i)) go back just before i: the tail is never copied
     let head = i
@@ -190,42 +182,10 @@ export class CollectionQueue {
     return this.#stamped(new Batch(this, ops, false))
   }
 
-  #park (target: string, op: WriteOp): void {
-    const chain = this.#parked.get(target)
-    if (chain === undefined) this.#parked.set(target, [op])
-    else chain.push(op)
-  }
-
-  /** Coalesces the parked writes of `target` into `holder`, in order, until one cannot; returns the bytes added. */
-  #coalesceParked (holder: WriteOp, target: string, room: number): number {
-    const chain = this.#parked.get(target) as WriteOp[]
-    let added = 0
-    while (chain.length > 0) {
-      const next = chain[0] as WriteOp
-      if (next.state !== QUEUED || next.deadline === EXPIRED) { chain.shift(); continue } // aborted or expired meanwhile
-      if (next.alone || added + next.bytes > room || !tryCoalesce(holder, next)) break
-      chain.shift()
-      this.#coalesced++
-      added += next.bytes
-      this.forget(next)
-    }
-    if (chain.length === 0) this.#parked.delete(target)
-    return added
-  }
-
-  /** `target` is free: its first live parked write goes back to the queue (returned, to put at the head). */
-  #unpark (target: string, out: WriteOp[]): void {
-    const chain = this.#parked.get(target)
-    if (chain === undefined) return
-    while (chain.length > 0) {
-      const op = chain.shift() as WriteOp
-      if (op.state === QUEUED && op.deadline !== EXPIRED) { // not aborted, expired or settled meanwhile
-        out.push(op)
-        if (chain.length > 0) this.#heads.set(target, op)
-        break
-      }
-    }
-    if (chain.length === 0) this.#parked.delete(target)
+  /** A parked write coalesced into its new holder: it leaves the queue's count. */
+  readonly #merged = (op: WriteOp): void => {
+    this.#coalesced++
+    this.forget(op)
   }
 
   /** Puts unparked ops (still counted) back at the head of the queue. */
@@ -304,7 +264,7 @@ export class CollectionQueue {
       this.#held.delete(op.target)
       // an op put back in the queue (partly failed, uncoalesced) still goes before what is
       // parked behind it: that stays parked until it is taken again
-      if (this.#parked.size > 0 && op.state !== QUEUED) this.#unpark(op.target, unparked)
+      if (this.#parked.size > 0 && op.state !== QUEUED) this.#parked.release(op.target, unparked)
     }
     this.#toHead(unparked)
   }
@@ -331,7 +291,7 @@ export class CollectionQueue {
         op.state = QUEUED
         live.push(op)
       } else if (this.#parked.size > 0) {
-        this.#unpark(op.target, unparked) // settled (fenced): what was parked behind it may go
+        this.#parked.release(op.target, unparked) // settled (fenced): what was parked behind it may go
       }
     }
     // a retried write goes first; writes parked behind it stay parked until it is taken
@@ -364,9 +324,8 @@ export class CollectionQueue {
       const op = this.#items[i] as WriteOp
       if (op.state === QUEUED) out.push(op)
     }
-    for (const chain of this.#parked.values()) for (const op of chain) if (op.state === QUEUED) out.push(op)
+    this.#parked.forEach(op => { if (op.state === QUEUED) out.push(op) })
     this.#parked.clear()
-    this.#heads.clear()
     this.#items = []
     this.#head = 0
     this.#size = 0
@@ -380,7 +339,7 @@ export class CollectionQueue {
     this.#taking = true // forget() must not move writes while they are walked
     try {
       for (let i = this.#head; i < this.#items.length; i++) this.#live(this.#items[i] as WriteOp, now, expired)
-      for (const chain of this.#parked.values()) for (const op of chain) this.#live(op, now, expired)
+      this.#parked.forEach(op => { this.#live(op, now, expired) })
     } finally {
       this.#taking = false
       const freed = this.#freed
