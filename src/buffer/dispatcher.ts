@@ -25,35 +25,51 @@ export interface DispatchHooks {
 }
 
 /**
+ * When a collection's writes may go without anything being *due*: the dispatch policy, chosen
+ * once from `lingerMs` (as DataLoader's batchScheduleFn), never branched on per event.
+ */
+interface Policy {
+  /** writes were queued in `queue` (not full, nothing flushing) */
+  queued: (queue: CollectionQueue) => void
+  /** a batch of `queue` returned */
+  returned: (queue: CollectionQueue) => void
+  /** whether `queue` (not full) may send now */
+  mayGo: (queue: CollectionQueue) => boolean
+}
+
+/**
  * The one place that decides when to send.
  *
  * Adaptive (`lingerMs: 0`, the default) is group commit, as databases and Nagle's algorithm
  * do it: send at once when it helps, gather while it cannot.
- * - A collection with no batch in flight sends its queued writes at the end of the event-loop turn in which they were queued: a
- *   `setImmediate`, which runs after the I/O callbacks of this turn and their microtasks, so
- *   the writes of every request handled in this turn share one batch, and a lone write waits
- *   for no timer at all (a timer, even of 0 ms, made the buffer slower than no buffer at low
- *   load: 0.14x its throughput at one connection with a 5 ms timer).
+ * - A collection with no batch in flight sends its queued writes at the end of the event-loop
+ *   turn in which they were queued: a `setImmediate`, which runs after the I/O callbacks of
+ *   this turn and their microtasks, so the writes of every request handled in this turn share
+ *   one batch, and a lone write waits for no timer at all (a timer, even of 0 ms, made the
+ *   buffer slower than no buffer at low load: 0.14x its throughput at one connection with a
+ *   5 ms timer).
  * - While a collection has a batch out, its new writes gather; the moment the batch returns
  *   they go (a microtask), as one batch, so batches grow with the load and round trips.
  * - A full batch (`maxBatchSize` / `maxBatchBytes`) goes at once whenever a slot is free.
  *
- * Lingering (`lingerMs > 0`): the first write queued arms one timer; when it fires, a batch
- * is full or a batch returns, everything queued goes. So lingerMs bounds the wait of a write
- * that finds the buffer idle; users trade that latency for bigger batches at low load.
+ * Lingering (`lingerMs > 0`): the first write queued while nothing is due sets the wake-up
+ * lingerMs ahead; when it comes, a batch is full or a batch returns, everything queued goes.
+ * So lingerMs bounds the wait of a write that finds the buffer idle; users trade that latency
+ * for bigger batches at low load.
  *
- * Either way `maxInFlight` bounds the bulkWrites on the wire, and "due" (a retry whose
- * backoff ended, the linger timer) sends every queue now, as far as slots and held targets
- * allow; what is left waits for whatever holds it (a batch's return, a backoff, a linger)
- * to pump again. "Flushing" (flush(), close(), a cache miss that must see queued writes) is
- * due that lasts while a flush waits, so a write that only gets room later does not linger.
- * Which writes go together is the queue's business (CollectionQueue.take); only when is
- * decided here.
+ * Either way `maxInFlight` bounds the bulkWrites on the wire, and "due" (a retry whose backoff
+ * ended, the wake-up) sends every queue now, as far as slots and held targets allow; what is
+ * left waits for whatever holds it (a batch's return, a backoff, a linger) to pump again.
+ * "Flushing" (flush(), close(), a cache miss that must see queued writes) is due that lasts
+ * while a flush waits, so a write that only gets room later does not linger. One timer wakes
+ * the pump: at the earliest of the policy's linger and the end of a per-write linger (queues
+ * report theirs: `lingerEnd`). Which writes go together is the queue's business
+ * (CollectionQueue.take); only when is decided here.
  *
  * Cost: a pump visits the queues that may send now (`#ready`: writes queued while idle, a
  * batch returned, a full queue, a slot awaited), or, when due, the queues that hold writes
- * (`#active`) — never every collection the buffer ever saw. Round robin: a queue that sent
- * moves to the back of both.
+ * (`#active`) — never every collection the buffer ever saw (docs/ARCHITECTURE.md, complexity
+ * budget).
  */
 export class Dispatcher implements QueueListener {
   readonly #queues: CollectionQueue[] = []
@@ -61,19 +77,22 @@ export class Dispatcher implements QueueListener {
   readonly #active = new Ring<CollectionQueue>()
   /** queues that may send without being due: what any pump visits */
   readonly #ready = new Ring<CollectionQueue>()
-  /** queues some of whose writes linger: the linger timer's candidates */
+  /** queues some of whose writes linger: where the wake-up looks for linger ends */
   readonly #lingering = new Set<CollectionQueue>()
-  readonly #adaptive: boolean
+  readonly #policy: Policy
   #inFlight = 0
   #due = false
   /** flushAll() was called (flush, close, a cache read): due, lingering writes included, until nothing is queued */
   #kicked = false
   #pumpScheduled = false
-  #lingerTimer: NodeJS.Timeout | null = null
-  #lingerAt = 0
   #turnEndScheduled = false
-  #timer: NodeJS.Timeout | null = null
-  #timerArmed = false
+  /** Date.now() when the policy's linger (lingerMs) ends; 0 = none */
+  #lingerMsAt = 0
+  /** the one wake-up timer, and when it fires */
+  #wake: NodeJS.Timeout | null = null
+  #wakeAt = 0
+  /** what a take may hold: `options`, with maxCount bounded by the server's maxWriteBatchSize */
+  #limits: BatchLimits
   /** bulkWrites sent (stats) */
   sent = 0
   // Bound to the async context of the buffer's construction: a send belongs to no caller.
@@ -90,32 +109,17 @@ export class Dispatcher implements QueueListener {
     this.#safePump()
   })
 
-  readonly #timerTask = AsyncResource.bind((): void => {
-    this.#timerArmed = false
-    this.sendNow()
-  })
-
-  readonly #lingerTask = AsyncResource.bind((): void => {
-    this.#lingerTimer = null
-    this.#lingerAt = 0
+  readonly #wakeTask = AsyncResource.bind((): void => {
+    this.#wake = null
+    this.#wakeAt = 0
+    this.#lingerMsAt = 0
     this.#due = true
     this.#schedulePump()
   })
 
-  /** what a take may hold: `options`, with maxCount bounded by the server's maxWriteBatchSize */
-  #limits: BatchLimits
-
   constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
-    this.#adaptive = options.lingerMs === 0
     this.#limits = options
-  }
-
-  /** maxBatchSize is a ceiling; the server's maxWriteBatchSize (hello) is the bound: one batch stays one command. */
-  #currentLimits (): BatchLimits {
-    const server = this.hooks.serverMaxCount?.()
-    const maxCount = server === undefined ? this.options.maxCount : Math.min(this.options.maxCount, server)
-    if (maxCount !== this.#limits.maxCount) this.#limits = { ...this.options, maxCount }
-    return this.#limits
+    this.#policy = options.lingerMs === 0 ? this.#groupCommit() : this.#lingerFor(options.lingerMs)
   }
 
   get inFlight (): number { return this.#inFlight }
@@ -133,19 +137,13 @@ export class Dispatcher implements QueueListener {
       this.#schedulePump()
     } else if (this.#flushing()) {
       this.sendNow()
-    } else if (this.#adaptive) {
-      if (queue.inFlight === 0) {
-        this.#ready.add(queue)
-        this.#scheduleTurnEnd()
-      }
-    } else if (!this.#due && !this.#timerArmed) {
-      // (due: a pump is already scheduled, and it takes this write too)
-      this.#armTimer()
+    } else {
+      this.#policy.queued(queue)
     }
     // a write joined a lingering one and brought its end forward (its own deadline)
     if (queue.lingerEnd !== 0) {
       this.#lingering.add(queue)
-      if (this.#lingerTimer === null || queue.lingerEnd < this.#lingerAt) this.#armLinger()
+      this.#wakeBy(queue.lingerEnd)
     }
   }
 
@@ -155,19 +153,9 @@ export class Dispatcher implements QueueListener {
     this.sendNow()
   }
 
-  /** Lingering writes go at once: while a flush() or close() waits, or until a kick is served. */
-  #flushing (): boolean {
-    return this.#kicked || this.hooks.flushWaiting()
-  }
-
-  /** Send everything queued as soon as slots allow (a retry's wait ended, the linger timer). */
+  /** Send everything queued as soon as slots allow (a retry's wait ended, the wake-up). */
   sendNow (): void {
-    if (this.#timerArmed && this.#timer !== null) {
-      // a cleared timer cannot be refresh()ed back to life: drop it, #armTimer makes a new one
-      clearTimeout(this.#timer)
-      this.#timer = null
-      this.#timerArmed = false
-    }
+    this.#lingerMsAt = 0 // consumed: the next write queued while nothing is due sets it anew
     this.#due = true
     this.#schedulePump()
   }
@@ -177,18 +165,56 @@ export class Dispatcher implements QueueListener {
     const queue = batch.queue
     queue.returned(batch)
     this.#inFlight--
-    if (queue.size > 0 && this.#mayGo(queue)) this.#ready.add(queue)
-    // lingering: a returning batch ends the wait of everything queued, as the timer would
-    if (!this.#adaptive) this.#due = true
+    this.#policy.returned(queue)
     this.#schedulePump()
   }
 
   stop (): void {
-    if (this.#timer !== null) clearTimeout(this.#timer)
-    this.#timer = null
-    this.#timerArmed = false
-    if (this.#lingerTimer !== null) clearTimeout(this.#lingerTimer)
-    this.#lingerTimer = null
+    if (this.#wake !== null) clearTimeout(this.#wake)
+    this.#wake = null
+    this.#wakeAt = 0
+    this.#lingerMsAt = 0
+  }
+
+  /** Group commit: a collection with nothing in flight sends at the end of the turn; a returning batch lets what gathered go. */
+  #groupCommit (): Policy {
+    return {
+      queued: queue => {
+        if (queue.inFlight === 0) {
+          this.#ready.add(queue)
+          this.#scheduleTurnEnd()
+        }
+      },
+      returned: queue => { if (queue.size > 0) this.#ready.add(queue) },
+      mayGo: queue => queue.inFlight === 0,
+    }
+  }
+
+  /** Lingering: the first write queued while nothing is due wakes the pump lingerMs later; a returning batch ends the wait of all. */
+  #lingerFor (lingerMs: number): Policy {
+    return {
+      queued: () => {
+        // (due: a pump is already scheduled, and it takes this write too)
+        if (this.#due || this.#lingerMsAt !== 0) return
+        this.#lingerMsAt = Date.now() + lingerMs
+        this.#wakeBy(this.#lingerMsAt)
+      },
+      returned: () => { this.#due = true },
+      mayGo: () => false,
+    }
+  }
+
+  /** Lingering writes go at once: while a flush() or close() waits, or until a kick is served. */
+  #flushing (): boolean {
+    return this.#kicked || this.hooks.flushWaiting()
+  }
+
+  /** maxBatchSize is a ceiling; the server's maxWriteBatchSize (hello) is the bound: one batch stays one command. */
+  #currentLimits (): BatchLimits {
+    const server = this.hooks.serverMaxCount?.()
+    const maxCount = server === undefined ? this.options.maxCount : Math.min(this.options.maxCount, server)
+    if (maxCount !== this.#limits.maxCount) this.#limits = { ...this.options, maxCount }
+    return this.#limits
   }
 
   #full (queue: CollectionQueue): boolean {
@@ -197,19 +223,7 @@ export class Dispatcher implements QueueListener {
 
   /** Whether `queue` may send now without being due. */
   #mayGo (queue: CollectionQueue): boolean {
-    return this.#full(queue) || (this.#adaptive && queue.inFlight === 0)
-  }
-
-  #armTimer (): void {
-    this.#timerArmed = true
-    if (this.#timer === null) {
-      this.#timer = setTimeout(this.#timerTask, this.options.lingerMs)
-    } else {
-      this.#timer.refresh()
-    }
-    // Ref'd while armed: it is armed only when writes are queued, and a process that
-    // awaits a queued write must not exit before the write is sent. An idle buffer has
-    // no armed timer and keeps nothing alive.
+    return this.#full(queue) || this.#policy.mayGo(queue)
   }
 
   #schedulePump (): void {
@@ -224,17 +238,26 @@ export class Dispatcher implements QueueListener {
     setImmediate(this.#turnEndTask)
   }
 
+  /**
+   * The one wake-up timer fires no later than `at`. Ref'd while armed: it is armed only while
+   * writes are queued, and a process that awaits a queued write must not exit before the
+   * write is sent. An idle buffer has none and keeps nothing alive.
+   */
+  #wakeBy (at: number): void {
+    if (this.#wake !== null && this.#wakeAt <= at) return
+    if (this.#wake !== null) clearTimeout(this.#wake)
+    this.#wakeAt = at
+    this.#wake = setTimeout(this.#wakeTask, Math.max(0, at - Date.now()))
+  }
+
   #safePump (): void {
     try {
       this.#pump()
     } catch (bug) {
       // a throw here must neither crash the process from a microtask nor stall the buffer
       this.hooks.internalError(bug)
-      if (this.#adaptive) this.#scheduleTurnEnd()
-      else {
-        this.#timerArmed = false
-        this.#armTimer()
-      }
+      this.#scheduleTurnEnd()
+      this.#due = true
     }
   }
 
@@ -247,6 +270,7 @@ export class Dispatcher implements QueueListener {
     // due is consumed here: a batch returning meanwhile (or a backoff ending) sets it anew
     const due = this.#due || flushing
     this.#due = false
+    if (due) this.#lingerMsAt = 0
     const visit = due ? this.#active : this.#ready
     // Each queue in `visit` is looked at once (a queue that sent, once more per batch it sends:
     // slots bound that); one that sent or still holds writes goes to the back (round robin).
@@ -277,17 +301,17 @@ export class Dispatcher implements QueueListener {
       if (queue.lingerEnd !== 0) this.#lingering.add(queue)
     }
     // What is left waits behind writes that are out, fenced or lingering: their return, their
-    // backoff's end or the linger timer pumps again. Only writes left for want of a slot stay due.
+    // backoff's end or the wake-up pumps again. Only writes left for want of a slot stay due.
     const left = this.#active.size > 0
     if (left && due && this.#inFlight >= maxInFlight) this.#due = true
     if (!left) this.#kicked = false
-    this.#armLinger()
+    this.#rearm()
     for (const op of expired) this.hooks.timedOut(op)
   }
 
-  /** Wakes the pump when the earliest linger of a write left queued ends. */
-  #armLinger (): void {
-    let end = 0
+  /** The wake-up, at the earliest of the policy's linger and the linger end of a write left queued; none when nothing waits. */
+  #rearm (): void {
+    let end = this.#lingerMsAt
     for (const queue of this.#lingering) {
       const e = queue.size > 0 ? queue.lingerEnd : 0
       if (e === 0) this.#lingering.delete(queue)
@@ -295,14 +319,14 @@ export class Dispatcher implements QueueListener {
     }
     if (end === 0) {
       // nothing lingers any more (sent, flushed): a ref'd timer must not keep the process alive
-      if (this.#lingerTimer !== null) clearTimeout(this.#lingerTimer)
-      this.#lingerTimer = null
-      this.#lingerAt = 0
+      if (this.#wake !== null) clearTimeout(this.#wake)
+      this.#wake = null
+      this.#wakeAt = 0
       return
     }
-    if (this.#lingerTimer !== null && this.#lingerAt <= end) return
-    if (this.#lingerTimer !== null) clearTimeout(this.#lingerTimer)
-    this.#lingerAt = end
-    this.#lingerTimer = setTimeout(this.#lingerTask, Math.max(0, end - Date.now()))
+    if (this.#wake !== null && this.#wakeAt === end) return
+    if (this.#wake !== null) clearTimeout(this.#wake)
+    this.#wakeAt = end
+    this.#wake = setTimeout(this.#wakeTask, Math.max(0, end - Date.now()))
   }
 }
