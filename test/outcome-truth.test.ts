@@ -13,6 +13,7 @@ import { mongoUri, openDb } from './helpers.js'
  */
 
 const GOOD = 50
+const NUL = '\0'
 /** private servers: ports of this file's own (FerretDB, PostgreSQL) */
 const FERRET_PORTS: [number, number] = [27160, 27199]
 const PG_PORTS: [number, number] = [54160, 54199]
@@ -71,26 +72,26 @@ describe('1. an unsendable write among 50 good ones is refused alone', () => {
   }
 
   it('a NUL byte in a document key (nested): the insert refused naming the path, the 50 stored', async () => {
-    const err = await amidGood('nul_doc_key', 'insert', wb => wb.collection('nul_doc_key').insertOne({ _id: 'bad' as never, inner: { ['a\0b']: 1 } }))
+    const err = await amidGood('nul_doc_key', 'insert', wb => wb.collection('nul_doc_key').insertOne({ _id: 'bad' as never, inner: { 'a\0b': 1 } }))
     expectInvalid(err, /NUL byte/)
     expect(err.message).toMatch(/inner/)
     expect(await db.collection('nul_doc_key').countDocuments({ _id: 'bad' as never })).toBe(0)
   })
 
   it('a NUL byte in a $set key: the update refused naming the path, the 50 stored', async () => {
-    const err = await amidGood('nul_set_key', 'update', wb => wb.collection('nul_set_key').updateOne({ _id: 0 }, { $set: { ['w\0x']: 1 } }))
+    const err = await amidGood('nul_set_key', 'update', wb => wb.collection('nul_set_key').updateOne({ _id: 0 }, { $set: { 'w\0x': 1 } }))
     expectInvalid(err, /NUL byte/)
     expect(err.message).toMatch(/\$set/)
   })
 
   it('a NUL byte in a filter key: the update refused naming the key, the 50 stored', async () => {
-    const err = await amidGood('nul_filter_key', 'update', wb => wb.collection('nul_filter_key').updateOne({ ['f\0g']: 1 }, { $set: { v: 2 } }))
+    const err = await amidGood('nul_filter_key', 'update', wb => wb.collection('nul_filter_key').updateOne({ 'f\0g': 1 }, { $set: { v: 2 } }))
     expectInvalid(err, /NUL byte/)
     expect(err.message).toMatch(/f\\u0000g/)
   })
 
   it('a NUL byte in a RegExp pattern: the update refused naming the field, the 50 stored', async () => {
-    const err = await amidGood('nul_regexp', 'update', wb => wb.collection('nul_regexp').updateOne({ name: new RegExp('a\0b') }, { $set: { v: 2 } }))
+    const err = await amidGood('nul_regexp', 'update', wb => wb.collection('nul_regexp').updateOne({ name: new RegExp(`a${NUL}b`) }, { $set: { v: 2 } }))
     expectInvalid(err, /regular expression/)
     expect(err.message).toMatch(/name/)
   })
@@ -130,7 +131,7 @@ describe('2. a write the server refuses as a whole command fails alone', () => {
     const coll = db.collection<Document>(`${name}_probe`)
     await coll.insertMany([{ _id: 0 as never, v: 0 }, { _id: 1 as never, v: 0 }])
     try {
-      await coll.bulkWrite([bad, { updateOne: { filter: { _id: 1 }, update: { $set: { v: 1 } } } }], { ordered: false })
+      await coll.bulkWrite([bad, { updateOne: { filter: { _id: 1 as never }, update: { $set: { v: 1 } } } }], { ordered: false })
       return undefined
     } catch (err) {
       const e = err as { code?: unknown, writeErrors?: unknown[] }
@@ -158,17 +159,17 @@ describe('2. a write the server refuses as a whole command fails alone', () => {
   }
 
   it('a pipeline update among 50 `$set` updates', async ({ skip }) => {
-    const shown = await refusesWhole('pipeline', { updateOne: { filter: { _id: 0 }, update: [{ $set: { v: 1 } }] } })
+    const shown = await refusesWhole('pipeline', { updateOne: { filter: { _id: 0 as never }, update: [{ $set: { v: 1 } }] } })
     if (shown === undefined) skip('server refuses pipeline updates as a whole command: no')
-    const err = await amid50('pipeline', c => c.updateOne({ _id: GOOD }, [{ $set: { v: 1 } }]))
+    const err = await amid50('pipeline', c => c.updateOne({ _id: GOOD as never }, [{ $set: { v: 1 } }]))
     expect(err.code).toBe(shown!.code) // the server's code, kept
     expect(err.outcome).toBe(await serverIsMongoDB() ? 'rejected' : 'unknown')
   })
 
   it('an update with a collation among 50 `$set` updates', async ({ skip }) => {
-    const shown = await refusesWhole('collation', { updateOne: { filter: { _id: 0 }, update: { $set: { v: 1 } }, collation: { locale: 'en' } } })
+    const shown = await refusesWhole('collation', { updateOne: { filter: { _id: 0 as never }, update: { $set: { v: 1 } }, collation: { locale: 'en' } } })
     if (shown === undefined) skip('server refuses an update command with a collation as a whole: no')
-    const err = await amid50('collation', c => c.updateOne({ _id: GOOD }, { $set: { v: 1 } }, { collation: { locale: 'en' } }))
+    const err = await amid50('collation', c => c.updateOne({ _id: GOOD as never }, { $set: { v: 1 } }, { collation: { locale: 'en' } }))
     expect(err.code).toBe(shown!.code)
     expect(err.outcome).toBe(await serverIsMongoDB() ? 'rejected' : 'unknown')
   })
@@ -238,52 +239,84 @@ describe.skipIf(target === undefined)('5. a resend must not reach another docume
 const noPrivate = privateServerUnavailable()
 
 describe.skipIf(noPrivate !== undefined)('3-4. a private FerretDB 1.24 on PostgreSQL (durable), paused and starved of its storage', () => {
+  /** durable (fsync, synchronous_commit): for the storage outage */
   let server: PrivateServer
+  /** dev-db.sh's settings: fast enough to answer 200 updates inside a 300 ms socket timeout */
+  let fast: PrivateServer
   let direct: MongoClient
   let ddb: Db
+  let fastDirect: MongoClient
+  let fdb: Db
 
   beforeAll(async () => {
-    server = await PrivateServer.start({ ferretPorts: FERRET_PORTS, pgPorts: PG_PORTS, durable: true })
+    [server, fast] = await Promise.all([
+      PrivateServer.start({ ferretPorts: FERRET_PORTS, pgPorts: PG_PORTS, durable: true }),
+      PrivateServer.start({ ferretPorts: FERRET_PORTS, pgPorts: PG_PORTS, durable: false }),
+    ])
     direct = new MongoClient(server.uri, { serverSelectionTimeoutMS: 20_000 })
-    await direct.connect()
+    fastDirect = new MongoClient(fast.uri, { serverSelectionTimeoutMS: 20_000 })
+    await Promise.all([direct.connect(), fastDirect.connect()])
     ddb = direct.db('fwb_outcome_truth_private')
+    fdb = fastDirect.db('fwb_outcome_truth_private')
   })
   afterAll(async () => {
-    server?.resume()
+    fast?.resume()
     await direct?.close()
-    await server?.stop()
+    await fastDirect?.close()
+    await Promise.all([server?.stop(), fast?.stop()])
   })
 
-  it('3. paused past the fence (SIGSTOP 2.8 s, socketTimeoutMS 300, maxTimeMS 1000): no document ends older than its last acknowledged write', async () => {
-    const DOCS = 200
+  it('3. paused past the fence (SIGSTOP 5.5 s, socketTimeoutMS 2000, maxTimeMS 2000): no document ends older than its last acknowledged write', async () => {
+    // 100, not the issue's 200: FerretDB works off the held attempts at ~100 statements/s on a
+    // loaded 2-core machine, and must finish them inside the fence (it ignores maxTimeMS, above)
+    const DOCS = 100
+    // The issue's run: socket timeout 300 ms, maxTimeMS 1 s, paused 2.8 s. Here both are longer:
+    // the socket timeout so that a `$set v:2` batch sent while the server works off the held
+    // attempts is still answered on a loaded machine, and maxTimeMS because FerretDB 1.24 ignores
+    // it on update commands (update_params.go: `maxTimeMS,ignored`): the held attempts must end
+    // inside the fence by themselves. The pause still outlasts a fence of maxTimeMS + 1 s from the failure.
+    const SOCKET_TIMEOUT_MS = 2_000
+    const MAX_TIME_MS = 2_000
+    const PAUSE_MS = SOCKET_TIMEOUT_MS + MAX_TIME_MS + 1_000 + 500
     const name = 'paused'
-    await ddb.collection<Document>(name).insertMany(Array.from({ length: DOCS }, (_, k) => ({ _id: k as never, v: 0 })))
-    const paused = new MongoClient(server.uri, { socketTimeoutMS: 300, serverSelectionTimeoutMS: 5_000, retryWrites: false })
+    await fdb.collection<Document>(name).insertMany(Array.from({ length: DOCS }, (_, k) => ({ _id: k as never, v: 0 })))
+    const IN_FLIGHT = 20
+    // connections made before the pause (a paused server would not answer a handshake); a write
+    // that still needs one fails its connect (not sent) rather than waiting for the resume
+    const paused = new MongoClient(fast.uri, {
+      socketTimeoutMS: SOCKET_TIMEOUT_MS, connectTimeoutMS: SOCKET_TIMEOUT_MS, minPoolSize: IN_FLIGHT, serverSelectionTimeoutMS: 5_000, retryWrites: false,
+    })
+    let ready = 0
+    paused.on('connectionReady', () => { ready++ })
     await paused.connect()
-    const wb = new WriteBuffer(paused.db(ddb.databaseName), { maxTimeMS: 1_000, coalesce: false, retry: { maxAttempts: 1 } })
+    // batches of 10 on 20 connections: FerretDB 1.24 runs an update command statement by statement,
+    // and a batch must be answered inside the socket timeout once the server runs again
+    const wb = new WriteBuffer(paused.db(fdb.databaseName), { maxTimeMS: MAX_TIME_MS, coalesce: false, maxBatchSize: 10, maxInFlight: IN_FLIGHT, retry: { maxAttempts: 1 } })
     const docs = wb.collection(name)
     try {
-      // warm the pool (the paused server would not answer a handshake), then pause
-      await Promise.all(Array.from({ length: DOCS }, (_, k) => docs.updateOne({ _id: k }, { $set: { w: 1 } })))
-      server.pause()
-      const pausedAt = Date.now()
+      for (let i = 0; i < 50; i++) {
+        if (ready >= IN_FLIGHT) break
+        await new Promise(resolve => setTimeout(resolve, 50))
+      }
+      fast.pause()
+      // resumed on time whatever the writes do meanwhile
+      const resumed = new Promise<void>(resolve => setTimeout(() => { fast.resume(); resolve() }, PAUSE_MS))
       const first = await Promise.allSettled(Array.from({ length: DOCS }, (_, k) => docs.updateOne({ _id: k }, { $set: { v: 1 } })))
-      await new Promise(resolve => setTimeout(resolve, Math.max(0, 2_800 - (Date.now() - pausedAt))))
-      server.resume()
+      await resumed
       const second = await Promise.allSettled(Array.from({ length: DOCS }, (_, k) => docs.updateOne({ _id: k }, { $set: { v: 2 } })))
       await wb.close()
       // let any attempt still held by the server land before looking
       await new Promise(resolve => setTimeout(resolve, 1_500))
-      const final = new Map((await ddb.collection<{ _id: number, v: number }>(name).find().toArray()).map(d => [d._id, d.v]))
+      const final = new Map((await fdb.collection<{ _id: number, v: number }>(name).find().toArray()).map(d => [d._id, d.v]))
       const firstTold = first.map(r => r.status === 'fulfilled' ? 'acknowledged' : String((r.reason as Told).outcome))
       const acked2 = second.flatMap((r, k) => r.status === 'fulfilled' ? [k] : [])
       const older = acked2.filter(k => final.get(k) !== 2)
-      console.error(`[paused] first attempts: ${JSON.stringify(count(firstTold))}; v:2 acknowledged ${acked2.length}/${DOCS}; ended older than v:2: ${older.length}`)
+      console.error(`[paused] connections before the pause: ${ready}; first attempts: ${JSON.stringify(count(firstTold))}; v:2 acknowledged ${acked2.length}/${DOCS}; ended older than v:2: ${older.length} (${JSON.stringify(count(older.map(k => String(final.get(k)))))})`)
       expect(firstTold.filter(t => t === 'unknown').length).toBeGreaterThan(0) // the pause did make them ambiguous
       expect(acked2.length).toBeGreaterThan(0)
       expect(older.length).toBe(0)
     } finally {
-      server.resume()
+      fast.resume()
       await wb.close()
       await paused.close()
     }
@@ -302,7 +335,7 @@ describe.skipIf(noPrivate !== undefined)('3-4. a private FerretDB 1.24 on Postgr
       maxTimeMS: 2_000, maxBatchSize: 100, writeTimeoutMs: 15_000, retry: { maxAttempts: 40, baseDelayMs: 50, maxDelayMs: 400 },
     })
     const ledger = new Ledger()
-    const incTold: Array<{ counter: number, ok: boolean, outcome?: unknown }> = []
+    const incTold: Array<{ counter: number, ok: boolean, outcome?: unknown, message?: string }> = []
     const tracked: Array<Promise<void>> = []
     const WAVES = 24
     const perWave = (INSERTS + INCS) / WAVES
@@ -316,7 +349,7 @@ describe.skipIf(noPrivate !== undefined)('3-4. a private FerretDB 1.24 on Postgr
             const counter = inc++ % COUNTERS
             tracked.push(wb.collection('storage_ctr').updateOne({ _id: counter }, { $inc: { n: 1 } }).then(
               () => { incTold.push({ counter, ok: true }) },
-              (err: Told) => { incTold.push({ counter, ok: false, outcome: err.outcome }) }))
+              (err: Told) => { incTold.push({ counter, ok: false, outcome: err.outcome, message: err.message }) }))
           } else {
             const m = marker++
             tracked.push(ledger.track(m, wb.collection('storage_ins').insertOne({ _id: m })))
@@ -344,7 +377,7 @@ describe.skipIf(noPrivate !== undefined)('3-4. a private FerretDB 1.24 on Postgr
     for (const d of await ins.find({}, { projection: { _id: 1 } }).toArray()) present.set(d._id, 1)
     const audit = ledger.audit(present)
     const incs = count(incTold.map(t => t.ok ? 'acknowledged' : String(t.outcome)))
-    console.error(`[storage] inserts: ${JSON.stringify(audit)} told: ${JSON.stringify(count(ledger.told.map(t => t.ok ? 'acknowledged' : String(t.outcome))))}; $inc told: ${JSON.stringify(incs)}`)
+    console.error(`[storage] inserts: ${JSON.stringify(audit)} told: ${JSON.stringify(count(ledger.told.map(t => t.ok ? 'acknowledged' : String(t.outcome))))}; $inc told: ${JSON.stringify(incs)} ${JSON.stringify(count(incTold.flatMap(t => t.message === undefined ? [] : [t.message.slice(0, 160)])))}`)
     expect(ledger.unsettled).toBe(0)
     expect(ledger.told.length).toBe(marker) // each settled once
     expect(incTold.length).toBe(inc)

@@ -46,7 +46,9 @@ const handedOut = new Set<number>()
 export async function portIn (from: number, to: number): Promise<number> {
   for (let p = from; p <= to; p++) {
     if (handedOut.has(p)) continue
-    if (await portFree(p)) { handedOut.add(p); return p }
+    handedOut.add(p) // before the await: two servers started at once get different ports
+    if (await portFree(p)) return p
+    handedOut.delete(p)
   }
   throw new Error(`no free port in ${from}-${to}`)
 }
