@@ -1,5 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, rmSync, chownSync, openSync, closeSync } from 'node:fs'
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, chownSync, openSync, closeSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
@@ -57,7 +57,7 @@ export interface PrivateServerOptions {
   /** ports to pick from, e.g. [27160, 27199] for FerretDB and [54160, 54199] for PostgreSQL */
   ferretPorts: [number, number]
   pgPorts: [number, number]
-  /** fsync=on, synchronous_commit=on, full_page_writes=on (default off, as dev-db.sh) */
+  /** fsync=on, synchronous_commit=on, full_page_writes=on (default off, as dev-db.sh); see also setDurable() */
   durable?: boolean
   /** where the cluster and logs live (default /var/tmp/fwb-private-<pgPort>) */
   stateDir?: string
@@ -108,14 +108,26 @@ export class PrivateServer {
       chownSync(join(this.stateDir, 'postgres.log'), uid, uid)
     }
     await asPg('initdb', ['-D', this.pgData, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync'])
+    // in the config file, not on the command line: setDurable() can then change them while it runs
+    const durable = this.durable ? 'on' : 'off'
+    appendFileSync(join(this.pgData, 'postgresql.conf'), `\nfsync = ${durable}\nsynchronous_commit = ${durable}\nfull_page_writes = ${durable}\n`)
+  }
+
+  /** Durable settings on or off while PostgreSQL runs (ALTER SYSTEM: kept across a restart). */
+  async setDurable (on: boolean): Promise<void> {
+    const v = on ? 'on' : 'off'
+    for (const sql of [`ALTER SYSTEM SET fsync = ${v}`, `ALTER SYSTEM SET synchronous_commit = ${v}`, `ALTER SYSTEM SET full_page_writes = ${v}`, 'SELECT pg_reload_conf()']) {
+      await asPg('psql', ['-h', '127.0.0.1', '-p', String(this.pgPort), '-U', 'postgres', '-tAc', sql])
+    }
+    const { stdout } = await asPg('psql', ['-h', '127.0.0.1', '-p', String(this.pgPort), '-U', 'postgres', '-tAc', 'SHOW fsync'])
+    if (stdout.trim() !== v) throw new Error(`fsync is ${stdout.trim()}, not ${v}, after reload`)
   }
 
   /** Starts PostgreSQL (again, after stopPg / killPg: crash recovery included), and the ferretdb database. */
   async startPg (): Promise<void> {
-    const durable = this.durable ? 'on' : 'off'
     await asPg('pg_ctl', ['-D', this.pgData, '-l', join(this.stateDir, 'postgres.log'), '-w', '-t', '60', 'start', '-o',
       `-c listen_addresses=127.0.0.1 -c port=${this.pgPort} -c unix_socket_directories=${this.stateDir} ` +
-      `-c max_connections=1300 -c shared_buffers=128MB -c fsync=${durable} -c synchronous_commit=${durable} -c full_page_writes=${durable}`])
+      '-c max_connections=1300 -c shared_buffers=128MB'])
     const { stdout } = await asPg('psql', ['-h', '127.0.0.1', '-p', String(this.pgPort), '-U', 'postgres', '-tAc', "SELECT 1 FROM pg_database WHERE datname='ferretdb'"])
     if (stdout.trim() !== '1') await asPg('createdb', ['-h', '127.0.0.1', '-p', String(this.pgPort), '-U', 'postgres', 'ferretdb'])
   }
