@@ -1,12 +1,15 @@
 // npm run build: one source, two builds by tsc, each with its own declarations.
 //   dist/      ES modules (the package is "type": "module")       ← import
 //   dist/cjs/  CommonJS, marked by dist/cjs/package.json          ← require
-// No bundler: the output is tsc's, file for file, so both builds and their .d.ts mirror src/.
+// No bundler: the output is tsc's, file for file, so both builds and their .d.ts mirror src/;
+// one exception, dist/cjs/index.{js,d.ts}: `require('fastify-write-buffer')` returns the plugin
+// function itself, as Fastify plugins do (scripts/cjs-entry.mjs).
 import { rmSync, writeFileSync } from 'node:fs'
 import { execFile } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import { writeCjsEntry } from './cjs-entry.mjs'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
@@ -24,3 +27,4 @@ for (const r of results) {
 }
 if (failed) process.exit(1)
 writeFileSync(new URL('../dist/cjs/package.json', import.meta.url), '{ "type": "commonjs" }\n')
+writeCjsEntry(fileURLToPath(new URL('../dist/cjs', import.meta.url)))
