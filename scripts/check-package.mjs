@@ -5,7 +5,8 @@
 //      named exports) and its `/core` entry and registers the plugin on a Fastify instance (a
 //      MongoClient that never connects: `connectTimeoutMs: 0`);
 //   2. ESM: `import`s both and registers the plugin from a `url`; an error of the CommonJS copy
-//      is `instanceof` the ESM copy's WriteBufferError;
+//      is `instanceof` the ESM copy's WriteBufferError; in both, `@opentelemetry/api` (linked
+//      here) is loaded when the buffer is built, synchronously;
 //   3. TypeScript, strict: every ```ts block of README.md compiles on its own; a .cts file sees
 //      `require('fastify-write-buffer')` as the plugin with its named exports;
 //   4. TypeScript without `fastify` installed: `fastify-write-buffer/core` compiles (ESM and
@@ -104,7 +105,7 @@ await step('npm pack (prepack builds dist/)', async () => {
 })
 
 await step('scratch projects', async () => {
-  app = project('app', unpacked, ['fastify', 'mongodb', '@types/node'])
+  app = project('app', unpacked, ['fastify', 'mongodb', '@types/node', '@opentelemetry/api'])
   coreOnly = project('core-only', unpacked, ['mongodb', '@types/node'])
   // the point of the second project: Fastify must be out of reach from it
   const resolveThere = createRequire(join(coreOnly, 'index.js')).resolve
@@ -131,6 +132,12 @@ assert.equal(writeBuffer.fastifyWriteBuffer, writeBuffer)
 assert.equal(writeBuffer.writeBufferPlugin, writeBuffer)
 assert.equal(core.WriteBuffer, writeBuffer.WriteBuffer, 'one WriteBuffer class per build')
 assert.equal(core.writeBufferPlugin, undefined)
+
+// @opentelemetry/api is installed here: loaded synchronously, when the buffer is built
+let asked = 0
+const provider = { getTracer: (...args) => { asked++; return require('@opentelemetry/api').trace.getTracer(...args) } }
+new writeBuffer.WriteBuffer(new MongoClient('mongodb://127.0.0.1:9/').db('check'), { tracerProvider: provider })
+assert.equal(asked, 1, 'the tracer was asked for when the buffer was built')
 
 async function main () {
   // never connected: connectTimeoutMs 0 skips the start-up ping, and nothing is written
@@ -176,6 +183,13 @@ assert.ok(new core.InvalidOptionError('x') instanceof cjs.WriteBufferError)
 assert.ok(!(new TypeError('x') instanceof WriteBufferError))
 assert.equal(core.WriteBuffer, WriteBuffer, 'one WriteBuffer class per build')
 assert.ok(!('default' in core) && !('writeBufferPlugin' in core))
+
+// @opentelemetry/api is installed here: loaded synchronously, when the buffer is built
+const { trace } = await import('@opentelemetry/api')
+let asked = 0
+const { MongoClient } = await import('mongodb')
+new WriteBuffer(new MongoClient('mongodb://127.0.0.1:9/').db('check'), { tracerProvider: { getTracer: (...args) => { asked++; return trace.getTracer(...args) } } })
+assert.equal(asked, 1, 'the tracer was asked for when the buffer was built')
 
 const app = Fastify()
 await app.register(writeBuffer, { url: 'mongodb://127.0.0.1:9/check', connectTimeoutMs: 0 })
@@ -248,9 +262,12 @@ export const channel: string = BATCH_CHANNEL
   if (!/Cannot find module 'fastify'/.test(rootEntry.text)) {
     throw new Error(`the root entry compiled without fastify installed: this check cannot see a missing 'fastify'\n${rootEntry.text}`)
   }
-  // and at run time
-  writeFileSync(join(coreOnly, 'run.cjs'), "if (require('fastify-write-buffer/core').WriteBuffer.name !== 'WriteBuffer') process.exit(1)\n")
-  writeFileSync(join(coreOnly, 'run.mjs'), "import { WriteBuffer } from 'fastify-write-buffer/core'\nif (WriteBuffer.name !== 'WriteBuffer') process.exit(1)\n")
+  // and at run time, where @opentelemetry/api is not installed either: a buffer is built, untraced
+  const build = `const provider = { getTracer () { throw new Error('traced without @opentelemetry/api') } }
+new WriteBuffer(new MongoClient('mongodb://127.0.0.1:9/').db('check'), { tracerProvider: provider })
+`
+  writeFileSync(join(coreOnly, 'run.cjs'), `const { WriteBuffer } = require('fastify-write-buffer/core')\nconst { MongoClient } = require('mongodb')\n${build}`)
+  writeFileSync(join(coreOnly, 'run.mjs'), `import { WriteBuffer } from 'fastify-write-buffer/core'\nimport { MongoClient } from 'mongodb'\n${build}`)
   await sh(process.execPath, ['run.cjs'], { cwd: coreOnly })
   await sh(process.execPath, ['run.mjs'], { cwd: coreOnly })
   return 'ESM and CommonJS compile and run; the root entry needs fastify (as it should)'

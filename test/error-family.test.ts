@@ -106,7 +106,10 @@ describe('every error is instanceof WriteBufferError', () => {
 
   it('the plugin cannot reach the server: ConnectError, the driver\'s error as cause', async () => {
     const app = Fastify()
-    const e = await caught(app.register(writeBufferPlugin, { url: 'mongodb://127.0.0.1:9/x', connectTimeoutMs: 200 }).ready())
+    const e = await caught((async () => {
+      await app.register(writeBufferPlugin, { url: 'mongodb://127.0.0.1:9/x', connectTimeoutMs: 200 })
+      await app.ready()
+    })())
     const member = expectMember(e, 'WRITE_BUFFER_CONNECT_FAILED', 'not-sent')
     expect(member).toBeInstanceOf(ConnectError)
     expect(member.cause).toBeInstanceOf(Error)
@@ -116,7 +119,7 @@ describe('every error is instanceof WriteBufferError', () => {
   it('errors from elsewhere are not members', () => {
     expect(new TypeError('x') instanceof WriteBufferError).toBe(false)
     expect(new Error('x') instanceof WriteBufferError).toBe(false)
-    expect(null instanceof WriteBufferError).toBe(false)
+    expect((null as unknown) instanceof WriteBufferError).toBe(false)
     expect(Object.assign(new Error('x'), { code: 11000 }) instanceof WriteBufferError).toBe(false)
     // and the subclasses keep the ordinary check
     expect(new InvalidWriteError('x') instanceof WriteRejectedError).toBe(false)
