@@ -16,12 +16,14 @@
 // No network: the scratch projects link the tarball's dependencies and the peers from this
 // checkout's node_modules (as `npm ci` left them) instead of installing them.
 //
-//   node scripts/check-package.mjs [--keep]   (--keep: leave the scratch folder for a look)
+//   node scripts/check-package.mjs [--keep] [--tarball FILE]
+//     --keep: leave the scratch folder for a look; --tarball: check FILE (an `npm pack` of this
+//     checkout) instead of packing (scripts/node-matrix.mjs packs once for every Node version)
 import { execFile } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { checkReadme, format, typecheck, USER_OPTIONS } from './check-readme.mjs'
@@ -29,6 +31,7 @@ import { checkReadme, format, typecheck, USER_OPTIONS } from './check-readme.mjs
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const run = promisify(execFile)
 const keep = process.argv.includes('--keep')
+const given = process.argv.includes('--tarball') ? resolve(process.argv[process.argv.indexOf('--tarball') + 1] ?? '') : undefined
 const started = performance.now()
 const scratch = mkdtempSync(join(tmpdir(), 'fastify-write-buffer-pack-'))
 let passed = 0
@@ -92,8 +95,9 @@ const ours = ({ diagnostics }) => format(diagnostics.filter(d =>
 
 let tarball, unpacked, app, coreOnly
 
-await step('npm pack (prepack builds dist/)', async () => {
-  await sh('npm', ['pack', '--pack-destination', scratch, '--loglevel', 'warn'], { cwd: root })
+await step(given === undefined ? 'npm pack (prepack builds dist/)' : `the tarball given (${given})`, async () => {
+  if (given === undefined) await sh('npm', ['pack', '--pack-destination', scratch, '--loglevel', 'warn'], { cwd: root })
+  else cpSync(given, join(scratch, basename(given)))
   const name = readdirSync(scratch).find(f => f.endsWith('.tgz'))
   if (name === undefined) throw new Error('npm pack wrote no tarball')
   tarball = join(scratch, name)
