@@ -2,11 +2,20 @@
 // over a no-op sink, so no I/O is measured. Prints a JSON summary on stdout.
 // argv[2]: { ops, round, module?, otel? } — module: the build to measure (default: this
 // checkout's dist); otel 'absent': @opentelemetry/api cannot be imported (otel-absent-hooks.mjs)
-import { register } from 'node:module'
+import Module, { createRequire, register } from 'node:module'
 import v8 from 'node:v8'
 
 const { ops, round, module = '../dist/index.js', otel = 'installed' } = JSON.parse(process.argv[2])
-if (otel === 'absent') register('./otel-absent-hooks.mjs', import.meta.url)
+if (otel === 'absent') {
+  register('./otel-absent-hooks.mjs', import.meta.url) // import()
+  // require(): the build loads the API synchronously from CommonJS (src/opentelemetry-api.cjs),
+  // which the hooks above do not reach on every Node version
+  const resolveFilename = Module._resolveFilename
+  Module._resolveFilename = function (request, ...rest) {
+    if (request === '@opentelemetry/api') throw Object.assign(new Error(`Cannot find module '${request}' (hidden by the bench)`), { code: 'MODULE_NOT_FOUND' })
+    return resolveFilename.call(this, request, ...rest)
+  }
+}
 const { WriteBuffer } = await import(new URL(module, import.meta.url).href)
 const ALLOC_ROUND = 1000
 const ALLOC_SAMPLES = 10
@@ -62,7 +71,8 @@ async function bytesPerOp (write) {
   return samples.length === 0 ? null : Math.round(samples[Math.floor(samples.length / 2)])
 }
 
-const otelImportable = await import('@opentelemetry/api').then(() => true, () => false)
+const otelImportable = await import('@opentelemetry/api').then(() => true, () => false) &&
+  (() => { try { createRequire(import.meta.url)('@opentelemetry/api'); return true } catch { return false } })()
 const out = { gcAvailable: typeof globalThis.gc === 'function', otelImportable, ops, round, results: {} }
 for (const [kind, write] of Object.entries(kinds)) {
   const before = { ...sink }

@@ -1,10 +1,14 @@
 // The package as users get it (`bash .ci/run` runs this before the tests; about 15 s).
 // Packs it with `npm pack` (which builds it), then, in scratch projects outside the checkout
 // that get the tarball's files and nothing else of the checkout:
-//   1. CommonJS: `require`s the package and its `/core` entry and registers the plugin on a
-//      Fastify instance (a MongoClient that never connects: `connectTimeoutMs: 0`);
-//   2. ESM: `import`s both and registers the plugin from a `url`;
-//   3. TypeScript, strict: every ```ts block of README.md compiles on its own;
+//   1. CommonJS: `require`s the package (the plugin function itself, with `.default` and the
+//      named exports) and its `/core` entry and registers the plugin on a Fastify instance (a
+//      MongoClient that never connects: `connectTimeoutMs: 0`);
+//   2. ESM: `import`s both and registers the plugin from a `url`; an error of the CommonJS copy
+//      is `instanceof` the ESM copy's WriteBufferError; in both, `@opentelemetry/api` (linked
+//      here) is loaded when the buffer is built, synchronously;
+//   3. TypeScript, strict: every ```ts block of README.md compiles on its own; a .cts file sees
+//      `require('fastify-write-buffer')` as the plugin with its named exports;
 //   4. TypeScript without `fastify` installed: `fastify-write-buffer/core` compiles (ESM and
 //      CommonJS, declarations checked: skipLibCheck off for the package), and runs; the root
 //      entry, which needs Fastify's types, does not compile there (so the check can fail);
@@ -12,12 +16,14 @@
 // No network: the scratch projects link the tarball's dependencies and the peers from this
 // checkout's node_modules (as `npm ci` left them) instead of installing them.
 //
-//   node scripts/check-package.mjs [--keep]   (--keep: leave the scratch folder for a look)
+//   node scripts/check-package.mjs [--keep] [--tarball FILE]
+//     --keep: leave the scratch folder for a look; --tarball: check FILE (an `npm pack` of this
+//     checkout) instead of packing (scripts/node-matrix.mjs packs once for every Node version)
 import { execFile } from 'node:child_process'
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { checkReadme, format, typecheck, USER_OPTIONS } from './check-readme.mjs'
@@ -25,6 +31,7 @@ import { checkReadme, format, typecheck, USER_OPTIONS } from './check-readme.mjs
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 const run = promisify(execFile)
 const keep = process.argv.includes('--keep')
+const given = process.argv.includes('--tarball') ? resolve(process.argv[process.argv.indexOf('--tarball') + 1] ?? '') : undefined
 const started = performance.now()
 const scratch = mkdtempSync(join(tmpdir(), 'fastify-write-buffer-pack-'))
 let passed = 0
@@ -79,10 +86,18 @@ function project (name, unpacked, extra) {
   return dir
 }
 
+/**
+ * A typecheck's diagnostics in our files and the package's declarations (skipLibCheck off
+ * checks those); other packages' declaration files are not this check's business.
+ */
+const ours = ({ diagnostics }) => format(diagnostics.filter(d =>
+  d.file === undefined || !/node_modules[\\/](?!fastify-write-buffer[\\/])/.test(d.file.fileName)))
+
 let tarball, unpacked, app, coreOnly
 
-await step('npm pack (prepack builds dist/)', async () => {
-  await sh('npm', ['pack', '--pack-destination', scratch, '--loglevel', 'warn'], { cwd: root })
+await step(given === undefined ? 'npm pack (prepack builds dist/)' : `the tarball given (${given})`, async () => {
+  if (given === undefined) await sh('npm', ['pack', '--pack-destination', scratch, '--loglevel', 'warn'], { cwd: root })
+  else cpSync(given, join(scratch, basename(given)))
   const name = readdirSync(scratch).find(f => f.endsWith('.tgz'))
   if (name === undefined) throw new Error('npm pack wrote no tarball')
   tarball = join(scratch, name)
@@ -94,7 +109,7 @@ await step('npm pack (prepack builds dist/)', async () => {
 })
 
 await step('scratch projects', async () => {
-  app = project('app', unpacked, ['fastify', 'mongodb', '@types/node'])
+  app = project('app', unpacked, ['fastify', 'mongodb', '@types/node', '@opentelemetry/api'])
   coreOnly = project('core-only', unpacked, ['mongodb', '@types/node'])
   // the point of the second project: Fastify must be out of reach from it
   const resolveThere = createRequire(join(coreOnly, 'index.js')).resolve
@@ -114,10 +129,19 @@ const writeBuffer = require('fastify-write-buffer')
 const core = require('fastify-write-buffer/core')
 
 assert.ok(require.resolve('fastify-write-buffer').endsWith(join('dist', 'cjs', 'index.js')))
-assert.equal(typeof writeBuffer.writeBufferPlugin, 'function')
-assert.equal(writeBuffer.default, writeBuffer.writeBufferPlugin)
+// as Fastify plugins do: the module is the plugin function, with .default and named exports on it
+assert.equal(typeof writeBuffer, 'function', "require('fastify-write-buffer') is the plugin function")
+assert.equal(writeBuffer.default, writeBuffer)
+assert.equal(writeBuffer.fastifyWriteBuffer, writeBuffer)
+assert.equal(writeBuffer.writeBufferPlugin, writeBuffer)
 assert.equal(core.WriteBuffer, writeBuffer.WriteBuffer, 'one WriteBuffer class per build')
 assert.equal(core.writeBufferPlugin, undefined)
+
+// @opentelemetry/api is installed here: loaded synchronously, when the buffer is built
+let asked = 0
+const provider = { getTracer: (...args) => { asked++; return require('@opentelemetry/api').trace.getTracer(...args) } }
+new writeBuffer.WriteBuffer(new MongoClient('mongodb://127.0.0.1:9/').db('check'), { tracerProvider: provider })
+assert.equal(asked, 1, 'the tracer was asked for when the buffer was built')
 
 async function main () {
   // never connected: connectTimeoutMs 0 skips the start-up ping, and nothing is written
@@ -132,7 +156,7 @@ async function main () {
   await app.close()
   await client.close()
 
-  // the CommonJS idiom: register the module object itself (Fastify takes its default)
+  // the CommonJS idiom: register the module itself
   const other = Fastify()
   await other.register(require('fastify-write-buffer'), { url: 'mongodb://127.0.0.1:9/check', connectTimeoutMs: 0 })
   assert.ok(other.writeBuffer instanceof writeBuffer.WriteBuffer)
@@ -147,13 +171,29 @@ await step('ESM: import + register the plugin', async () => {
   writeFileSync(join(app, 'import.mjs'), `import assert from 'node:assert/strict'
 import { fileURLToPath } from 'node:url'
 import Fastify from 'fastify'
-import writeBuffer, { WriteBuffer, writeBufferPlugin } from 'fastify-write-buffer'
+import { createRequire } from 'node:module'
+import writeBuffer, { WriteBuffer, WriteBufferError, fastifyWriteBuffer, writeBufferPlugin } from 'fastify-write-buffer'
 import * as core from 'fastify-write-buffer/core'
 
 assert.ok(fileURLToPath(import.meta.resolve('fastify-write-buffer')).endsWith('dist/index.js'.replaceAll('/', process.platform === 'win32' ? '\\\\' : '/')))
 assert.equal(writeBuffer, writeBufferPlugin)
+assert.equal(fastifyWriteBuffer, writeBufferPlugin)
+// the error family's check holds across the two copies (CommonJS and ESM) of the package
+const cjs = createRequire(import.meta.url)('fastify-write-buffer')
+assert.notEqual(cjs.WriteBufferError, WriteBufferError)
+assert.ok(new cjs.InvalidWriteError('x') instanceof WriteBufferError)
+assert.ok(new cjs.WriteRejectedError(11000, 'dup', 1) instanceof WriteBufferError)
+assert.ok(new core.InvalidOptionError('x') instanceof cjs.WriteBufferError)
+assert.ok(!(new TypeError('x') instanceof WriteBufferError))
 assert.equal(core.WriteBuffer, WriteBuffer, 'one WriteBuffer class per build')
 assert.ok(!('default' in core) && !('writeBufferPlugin' in core))
+
+// @opentelemetry/api is installed here: loaded synchronously, when the buffer is built
+const { trace } = await import('@opentelemetry/api')
+let asked = 0
+const { MongoClient } = await import('mongodb')
+new WriteBuffer(new MongoClient('mongodb://127.0.0.1:9/').db('check'), { tracerProvider: { getTracer: (...args) => { asked++; return trace.getTracer(...args) } } })
+assert.equal(asked, 1, 'the tracer was asked for when the buffer was built')
 
 const app = Fastify()
 await app.register(writeBuffer, { url: 'mongodb://127.0.0.1:9/check', connectTimeoutMs: 0 })
@@ -167,6 +207,33 @@ console.log('import ok')
 await step('TypeScript strict: README ts blocks', async () => {
   const n = checkReadme({ readme: join(unpacked, 'README.md'), dir: app })
   return `${n} blocks`
+})
+
+await step('TypeScript strict, CommonJS: require() types', async () => {
+  // what a .cts file (or a "module": "commonjs" project) sees: the plugin itself, with .default,
+  // .fastifyWriteBuffer and every named export, values and types
+  writeFileSync(join(app, 'require-types.cts'), `import Fastify = require('fastify')
+import fastifyWriteBuffer = require('fastify-write-buffer')
+import { WriteBufferError, WriteRejectedError, type WriteBufferOptions } from 'fastify-write-buffer'
+
+const options: WriteBufferOptions = { maxBatchSize: 100 }
+export async function main (): Promise<void> {
+  const app = Fastify()
+  await app.register(fastifyWriteBuffer, { url: 'mongodb://127.0.0.1:9/check', connectTimeoutMs: 0, ...options })
+  await app.register(fastifyWriteBuffer.default, { url: 'mongodb://127.0.0.1:9/check', connectTimeoutMs: 0 })
+  await app.register(fastifyWriteBuffer.fastifyWriteBuffer, { url: 'mongodb://127.0.0.1:9/check', connectTimeoutMs: 0 })
+  const wb: fastifyWriteBuffer.WriteBuffer = app.writeBuffer
+  try {
+    await wb.collection<{ name: string }>('users').insertOne({ name: 'ann' })
+  } catch (e) {
+    if (e instanceof WriteRejectedError) { const code: number = e.code; console.log(code) }
+    if (e instanceof WriteBufferError) console.log(e.code, e.outcome)
+  }
+}
+`)
+  const problems = ours(typecheck([join(app, 'require-types.cts')], { ...USER_OPTIONS, skipLibCheck: false }))
+  if (problems !== '') throw new Error(problems)
+  return 'import x = require(): callable, registered, .default, named types'
 })
 
 await step('TypeScript without fastify: fastify-write-buffer/core', async () => {
@@ -187,8 +254,6 @@ export const channel: string = BATCH_CHANNEL
   // skipLibCheck off: the package's own declarations are checked too (TS2307 for a missing
   // 'fastify' would show there); other packages' declaration files are not this check's business
   const options = { ...USER_OPTIONS, skipLibCheck: false }
-  const ours = ({ diagnostics }) => format(diagnostics.filter(d =>
-    d.file === undefined || !/node_modules[\\/](?!fastify-write-buffer[\\/])/.test(d.file.fileName)))
   const core = typecheck([join(coreOnly, 'esm.ts'), join(coreOnly, 'cjs.cts')], options)
   const files = core.program.getSourceFiles().map(f => f.fileName)
   if (!files.some(f => /fastify-write-buffer[\\/]dist[\\/]cjs[\\/]core\.d\.ts$/.test(f)) ||
@@ -201,9 +266,12 @@ export const channel: string = BATCH_CHANNEL
   if (!/Cannot find module 'fastify'/.test(rootEntry.text)) {
     throw new Error(`the root entry compiled without fastify installed: this check cannot see a missing 'fastify'\n${rootEntry.text}`)
   }
-  // and at run time
-  writeFileSync(join(coreOnly, 'run.cjs'), "if (require('fastify-write-buffer/core').WriteBuffer.name !== 'WriteBuffer') process.exit(1)\n")
-  writeFileSync(join(coreOnly, 'run.mjs'), "import { WriteBuffer } from 'fastify-write-buffer/core'\nif (WriteBuffer.name !== 'WriteBuffer') process.exit(1)\n")
+  // and at run time, where @opentelemetry/api is not installed either: a buffer is built, untraced
+  const build = `const provider = { getTracer () { throw new Error('traced without @opentelemetry/api') } }
+new WriteBuffer(new MongoClient('mongodb://127.0.0.1:9/').db('check'), { tracerProvider: provider })
+`
+  writeFileSync(join(coreOnly, 'run.cjs'), `const { WriteBuffer } = require('fastify-write-buffer/core')\nconst { MongoClient } = require('mongodb')\n${build}`)
+  writeFileSync(join(coreOnly, 'run.mjs'), `import { WriteBuffer } from 'fastify-write-buffer/core'\nimport { MongoClient } from 'mongodb'\n${build}`)
   await sh(process.execPath, ['run.cjs'], { cwd: coreOnly })
   await sh(process.execPath, ['run.mjs'], { cwd: coreOnly })
   return 'ESM and CommonJS compile and run; the root entry needs fastify (as it should)'

@@ -1,10 +1,22 @@
 /**
- * Errors thrown or used to reject by the buffer. Every rejection of a write carries:
+ * Errors thrown or used to reject by the buffer: one family. `e instanceof WriteBufferError`
+ * holds for every error this package creates —
+ *
+ *   WriteBufferError            closed, full, aborted, timed out, batch failed
+ *   ├─ WriteRejectedError       the server refused this write (code = the server's: 11000…)
+ *   └─ ConnectError             the plugin could not reach the server at start-up
+ *   InvalidWriteError           bad input to a write   } TypeErrors (`instanceof TypeError` holds),
+ *   InvalidOptionError          bad option             } and `instanceof WriteBufferError` too
+ *
+ * — the last two through WriteBufferError's `Symbol.hasInstance`, which reads a brand every
+ * member carries (also across the CommonJS and ESM copies of the package). Each carries:
  * - `code`: stable string code for our own errors, or the server's numeric code for
  *   a write the server refused (11000 stays 11000, so `err.code === 11000` keeps working);
  * - `outcome`: whether the write happened — `'not-sent'` (never reached the server),
  *   `'rejected'` (the server refused it), `'unknown'` (it may or may not have been applied);
- * - `attempts`: how many times it was sent.
+ * - `attempts`: how many times it was sent;
+ * - `statusCode` (and `headers`): what Fastify's error handler answers when a route does not
+ *   catch it; `cause`: the server's or driver's error, when there is one.
  */
 export type WriteOutcome = 'not-sent' | 'rejected' | 'unknown'
 
@@ -21,9 +33,17 @@ export const ErrorCodes = {
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes]
 
-/** An error of the buffer itself (closed, full, aborted, timed out, batch failed). */
+/** Marks every member of the family; `Symbol.for` so another copy of the package sees it too. */
+const FAMILY = Symbol.for('fastify-write-buffer.WriteBufferError')
+const ordinaryInstanceOf = Function.prototype[Symbol.hasInstance]
+
+/**
+ * The family's base: every error of this package is `instanceof WriteBufferError`. Its own
+ * instances are the buffer's errors (closed, full, aborted, timed out, batch failed).
+ */
 export class WriteBufferError extends Error {
-  readonly code: ErrorCode
+  /** our string code, or the server's number when the server refused the write (WriteRejectedError) */
+  readonly code: ErrorCode | number
   readonly outcome: WriteOutcome
   readonly attempts: number
   /** HTTP status Fastify's error handler answers with when a route does not catch this */
@@ -31,22 +51,66 @@ export class WriteBufferError extends Error {
   /** e.g. Retry-After on WRITE_BUFFER_FULL (Fastify's error handler sends `error.headers`) */
   readonly headers: Record<string, string> | undefined
 
-  constructor (code: ErrorCode, message: string, outcome: WriteOutcome, attempts = 0, cause?: unknown) {
+  constructor (code: ErrorCode | number, message: string, outcome: WriteOutcome, attempts = 0, cause?: unknown) {
     super(message, cause === undefined ? undefined : { cause })
     this.name = 'WriteBufferError'
     this.code = code
     this.outcome = outcome
     this.attempts = attempts
-    this.statusCode = 503
+    // a refusal by the server or bad input is the app's to handle (500 until it maps it, e.g.
+    // 11000 → 409); the buffer's own trouble is a temporary unavailability
+    this.statusCode = typeof code === 'number' || code === ErrorCodes.INVALID_WRITE || code === ErrorCodes.INVALID_OPTION ? 500 : 503
     this.headers = code === ErrorCodes.FULL ? { 'retry-after': '1' } : undefined
+  }
+
+  /**
+   * `e instanceof WriteBufferError` is true for every member of the family, the two TypeErrors
+   * included; `instanceof` a subclass is the ordinary prototype check. Typed so that
+   * TypeScript narrows to the class on the right (WriteRejectedError narrows to itself).
+   */
+  static override [Symbol.hasInstance]<T> (this: abstract new (...args: never[]) => T, value: unknown): value is T {
+    if ((this as unknown) !== WriteBufferError) return ordinaryInstanceOf.call(this, value)
+    return typeof value === 'object' && value !== null && (value as { [FAMILY]?: unknown })[FAMILY] === true
   }
 }
 
-/** Bad input: the write never joined a batch. A TypeError, so `instanceof TypeError` holds. */
-export class InvalidWriteError extends TypeError {
+/**
+ * The server refused this one write inside an otherwise processed batch
+ * (duplicate key, validation failure…). Keeps the server's code, message and errInfo;
+ * `cause` is the server's write error.
+ */
+export class WriteRejectedError extends WriteBufferError {
+  /** the server's code: 11000 for a duplicate key… */
+  declare readonly code: number
+  readonly errInfo: unknown
+
+  constructor (code: number, message: string, attempts: number, errInfo?: unknown, outcome: WriteOutcome = 'rejected', cause?: unknown) {
+    super(code, message, outcome, attempts, cause)
+    this.name = 'WriteRejectedError'
+    this.errInfo = errInfo
+  }
+}
+
+/** The plugin could not reach the server at start-up (names the hosts, never credentials). Nothing was written. */
+export class ConnectError extends WriteBufferError {
+  declare readonly code: typeof ErrorCodes.CONNECT_FAILED
+
+  constructor (message: string, cause: unknown) {
+    super(ErrorCodes.CONNECT_FAILED, message, 'not-sent', 0, cause)
+    this.name = 'ConnectError'
+  }
+}
+
+/**
+ * Bad input: the write never joined a batch. A TypeError, so `instanceof TypeError` holds;
+ * `instanceof WriteBufferError` holds too (the family's brand), with the same fields.
+ */
+export class InvalidWriteError extends TypeError implements WriteBufferError {
   readonly code = ErrorCodes.INVALID_WRITE
   readonly outcome: WriteOutcome = 'not-sent'
   readonly attempts = 0
+  readonly statusCode = 500
+  readonly headers = undefined
 
   constructor (message: string) {
     super(message)
@@ -54,9 +118,13 @@ export class InvalidWriteError extends TypeError {
   }
 }
 
-/** A bad option given to a constructor or to `register`. */
-export class InvalidOptionError extends TypeError {
+/** A bad option given to a constructor or to `register`. A TypeError, and a member of the family as InvalidWriteError is. */
+export class InvalidOptionError extends TypeError implements WriteBufferError {
   readonly code = ErrorCodes.INVALID_OPTION
+  readonly outcome: WriteOutcome = 'not-sent'
+  readonly attempts = 0
+  readonly statusCode = 500
+  readonly headers = undefined
 
   constructor (message: string) {
     super(message)
@@ -64,34 +132,8 @@ export class InvalidOptionError extends TypeError {
   }
 }
 
-/** The plugin could not reach the server at start-up (names the hosts, never credentials). */
-export class ConnectError extends Error {
-  readonly code = ErrorCodes.CONNECT_FAILED
-
-  constructor (message: string, cause: unknown) {
-    super(message, { cause })
-    this.name = 'ConnectError'
-  }
-}
-
-/**
- * The server refused this one write inside an otherwise processed batch
- * (duplicate key, validation failure…). Keeps the server's code, message and errInfo.
- */
-export class WriteRejectedError extends Error {
-  readonly code: number
-  readonly errInfo: unknown
-  readonly outcome: WriteOutcome
-  readonly attempts: number
-
-  constructor (code: number, message: string, attempts: number, errInfo?: unknown, outcome: WriteOutcome = 'rejected') {
-    super(message)
-    this.name = 'WriteRejectedError'
-    this.code = code
-    this.outcome = outcome
-    this.errInfo = errInfo
-    this.attempts = attempts
-  }
+for (const member of [WriteBufferError, InvalidWriteError, InvalidOptionError]) {
+  Object.defineProperty(member.prototype, FAMILY, { value: true })
 }
 
 /** Compact, safe rendering of a user value for error messages (never huge, never throws). */

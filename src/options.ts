@@ -3,15 +3,10 @@ import type { RedisClientLike, ResolvedBusOptions } from './cache/bus.js'
 import { InvalidOptionError, describe } from './errors.js'
 import { checkWriteConcern } from './mongo/write-concern.js'
 
-export type { RedisClientLike } from './cache/bus.js'
+import type { Logger } from './logger.js'
 
-/** Minimal logger shape: pino, Fastify's `app.log`, or anything alike. */
-export interface Logger {
-  debug: (obj: object, msg?: string) => void
-  warn: (obj: object, msg?: string) => void
-  error: (obj: object, msg?: string) => void
-  isLevelEnabled?: (level: string) => boolean
-}
+export type { RedisClientLike } from './cache/bus.js'
+export type { Logger } from './logger.js'
 
 export interface RetryOptions {
   /** Total attempts for a retry-safe write after a transient failure (1 = never retry). Default 4. */
@@ -237,6 +232,12 @@ function resolveCache (value: unknown): ResolvedCacheOptions | undefined {
   }
 }
 
+/**
+ * The flushIntervalMs deprecation is told once per process, as Node's own deprecations are
+ * (emitWarning's code alone does not deduplicate), however many buffers use the old name.
+ */
+let warnedFlushIntervalMs = false
+
 /** Validates once at construction; the hot path only reads the resolved values. */
 export function resolveOptions (input: unknown): ResolvedOptions {
   const o = object('options', input as WriteBufferOptions | undefined) ?? {}
@@ -260,7 +261,8 @@ export function resolveOptions (input: unknown): ResolvedOptions {
     throw new InvalidOptionError('flushIntervalMs is the deprecated name of lingerMs: give only lingerMs')
   }
   const lingerMs = legacyLinger === undefined ? milliseconds('lingerMs', o.lingerMs) : milliseconds('flushIntervalMs', legacyLinger)
-  if (legacyLinger !== undefined) {
+  if (legacyLinger !== undefined && !warnedFlushIntervalMs) {
+    warnedFlushIntervalMs = true
     process.emitWarning('fastify-write-buffer: the flushIntervalMs option is deprecated, use lingerMs (same meaning)',
       { type: 'DeprecationWarning', code: 'FWB_DEP_FLUSH_INTERVAL_MS' })
   }

@@ -1,10 +1,11 @@
 import type { Context, Link, Span, SpanContext, Tracer, TracerProvider } from '@opentelemetry/api'
+import { loadOpenTelemetryApi } from './opentelemetry-api.cjs'
 
 /**
  * OpenTelemetry spans for bulkWrites, optional and free when unused.
  *
- * `@opentelemetry/api` is an optional peer dependency, loaded with a dynamic import when the
- * buffer is built (nothing is traced until it has loaded; without the package, never). Each
+ * `@opentelemetry/api` is an optional peer dependency, loaded synchronously when the buffer is
+ * built (./opentelemetry-api.cjs), so the first write is traced too; without the package, none. Each
  * bulkWrite gets a span `bulkWrite <collection>`, kind CLIENT, with no parent: a batch
  * belongs to no single request. Instead it links to the span that was active when each of its
  * writes was queued (at most MAX_LINKS; the rest are counted in
@@ -35,12 +36,12 @@ export class Tracing {
   #recording = true
 
   constructor (readonly database: string, provider: TracerProvider | undefined) {
-    import('@opentelemetry/api').then(api => {
-      try {
-        this.#tracer = (provider ?? api.trace.getTracerProvider()).getTracer(TRACER_NAME, VERSION)
-        this.#api = api
-      } catch { /* a provider that throws: no tracing, rather than a crash */ }
-    }, () => { /* not installed: no tracing */ })
+    const api = loadOpenTelemetryApi()
+    if (api === undefined) return // not installed: no tracing
+    try {
+      this.#tracer = (provider ?? api.trace.getTracerProvider()).getTracer(TRACER_NAME, VERSION)
+      this.#api = api
+    } catch { /* a provider that throws: no tracing, rather than a crash */ }
   }
 
   /** Whether writes should capture the active span now (cheap: read per write). */

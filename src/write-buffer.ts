@@ -76,7 +76,7 @@ export class WriteBuffer {
   constructor (db: Db, options?: WriteBufferOptions) {
     const given: unknown = db
     if (given === null || typeof given !== 'object' || typeof (given as Db).collection !== 'function') {
-      throw new TypeError('WriteBuffer needs a mongodb Db as its first argument')
+      throw new InvalidOptionError('WriteBuffer needs a mongodb Db as its first argument')
     }
     this.db = db
     const o = this.#options = resolveOptions(options)
@@ -126,13 +126,13 @@ export class WriteBuffer {
     const existing = this.#handles.get(name)
     if (existing !== undefined) {
       if (options?.ordered !== undefined && options.ordered !== existing.ordered) {
-        throw new TypeError(`collection ${JSON.stringify(name)} already has ordered: ${String(existing.ordered)}`)
+        throw new InvalidOptionError(`collection ${JSON.stringify(name)} already has ordered: ${String(existing.ordered)}`)
       }
       return existing as unknown as BufferedCollection<TSchema>
     }
     validateCollectionName(name)
     const ordered = options?.ordered ?? false
-    if (typeof ordered !== 'boolean') throw new TypeError(`ordered must be a boolean, got ${String(ordered)}`)
+    if (typeof ordered !== 'boolean') throw new InvalidOptionError(`ordered must be a boolean, got ${String(ordered)}`)
     const queue = new CollectionQueue(name, this.db.collection(name), ordered, this.#options.coalesce, this.#dispatcher)
     this.#dispatcher.add(queue)
     const handle = new BufferedCollection(queue.collection, ordered, (op, opts) => this.#submit(queue, op, opts),

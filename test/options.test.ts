@@ -45,7 +45,7 @@ describe('options are validated once, with the bad value in the message', () => 
     expect(() => new WriteBuffer(undefined as never)).toThrow(TypeError)
   })
 
-  it('flushIntervalMs still works as the deprecated name of lingerMs, with one warning per buffer', () => {
+  it('flushIntervalMs still works as the deprecated name of lingerMs, with one warning per process', () => {
     const warnings: Array<string | Error> = []
     const emit = process.emitWarning
     process.emitWarning = ((w: string | Error) => { warnings.push(w) }) as typeof process.emitWarning
@@ -55,6 +55,9 @@ describe('options are validated once, with the bad value in the message', () => 
       expect(warnings).toHaveLength(1)
       expect(String(warnings[0])).toMatch(/flushIntervalMs option is deprecated, use lingerMs/)
       expect(thrownBy(() => new WriteBuffer(fakeDb, { lingerMs: 7 }))).toBeUndefined()
+      expect(warnings).toHaveLength(1)
+      // a second buffer with the old name: told once already
+      expect(new WriteBuffer(fakeDb, { flushIntervalMs: 7 } as never).closed).toBe(false)
       expect(warnings).toHaveLength(1)
     } finally {
       process.emitWarning = emit

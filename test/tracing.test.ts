@@ -1,5 +1,4 @@
 import { AsyncLocalStorage } from 'node:async_hooks'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { context, trace, type Tracer } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
@@ -23,11 +22,8 @@ afterAll(async () => {
   context.disable()
 })
 
-/** The buffer loads @opentelemetry/api with a dynamic import: give it a moment. */
-async function tracedBuffer (options = {}): Promise<WriteBuffer> {
-  const wb = new WriteBuffer(db, { tracerProvider: provider, ...options })
-  await sleep(50)
-  return wb
+function tracedBuffer (options = {}): WriteBuffer {
+  return new WriteBuffer(db, { tracerProvider: provider, ...options })
 }
 
 const bulkSpans = (): ReadableSpan[] => exporter.getFinishedSpans().filter(s => s.name.startsWith('bulkWrite '))
@@ -56,7 +52,7 @@ describe('trace continuity across batches', () => {
 
   it('one root CLIENT span per bulkWrite, linked to the span of every write, for mixed collections', async () => {
     exporter.reset()
-    const wb = await tracedBuffer()
+    const wb = tracedBuffer()
     const requests: string[] = []
     await Promise.all(Array.from({ length: 20 }, (_, i) => tracer.startActiveSpan(`request ${i}`, async span => {
       requests.push(span.spanContext().spanId)
@@ -81,10 +77,26 @@ describe('trace continuity across batches', () => {
     await wb.close()
   })
 
+  it('a write queued in the turn the buffer was built is linked (the API is loaded synchronously)', async () => {
+    exporter.reset()
+    const span = tracer.startSpan('request')
+    const write = context.with(trace.setSpan(context.active(), span), () => {
+      // built and written at once, inside the span: nothing awaited between
+      const wb = new WriteBuffer(db, { tracerProvider: provider })
+      return { wb, done: wb.collection('first').insertOne({ first: true }) }
+    })
+    await write.done
+    span.end()
+    const spans = bulkSpans()
+    expect(spans.map(s => s.name)).toEqual(['bulkWrite first'])
+    expect(spans[0]?.links.map(l => l.context.spanId)).toEqual([span.spanContext().spanId])
+    await write.wb.close()
+  })
+
   it('a failed bulkWrite has error status and error.type; past 128 links the rest are counted', async () => {
     exporter.reset()
     await db.collection('dup').insertOne({ _id: 'taken' as never })
-    const wb = await tracedBuffer()
+    const wb = tracedBuffer()
     const c = wb.collection('dup')
     await tracer.startActiveSpan('request', async span => {
       const writes = [c.insertOne({ _id: 'taken' } as never), ...Array.from({ length: 199 }, (_, i) => c.insertOne({ i }))]
@@ -101,7 +113,7 @@ describe('trace continuity across batches', () => {
 
   it('no spans and nothing captured without an active span or provider work; stats() has latency distributions', async () => {
     exporter.reset()
-    const wb = await tracedBuffer()
+    const wb = tracedBuffer()
     await Promise.all(Array.from({ length: 30 }, (_, i) => wb.collection('plain').insertOne({ i })))
     expect(bulkSpans()[0]?.links).toEqual([]) // written outside any span: nothing to link
     const { queueWaitMs, roundTripMs } = wb.stats()

@@ -111,6 +111,6 @@ export class PartialFailureReader {
     if (confirmed?.has(String(op.id)) === true && op.generatedId) return { kind: 'acknowledged', value: { insertedId: op.id } }
     if (op.coalesced !== null && op.coalesced.length > 0) return UNCOALESCE
     const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : 'rejected'
-    return { kind: 'rejected', error: new WriteRejectedError(we.code, we.errmsg ?? 'write failed', op.attempts, we.errInfo, outcome) }
+    return { kind: 'rejected', error: new WriteRejectedError(we.code, we.errmsg ?? 'write failed', op.attempts, we.errInfo, outcome, we) }
   }
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import type { Logger } from '../options.js'
+import type { Logger } from '../logger.js'
 import type { WriteOp } from '../write/write-op.js'
 import { decode, encode, summarize, type BusMessage } from './bus-message.js'
 

@@ -1,5 +1,4 @@
 import type { AnyBulkWriteOperation, Document } from 'mongodb'
-import type { CollectionQueue } from '../buffer/collection-queue.js'
 import { targetOfId } from './target.js'
 
 /** Op kinds; the write command a kind travels in is `COMMAND_OF[kind]`. */
@@ -74,6 +73,18 @@ export type DeleteResult = Record<string, never>
 export type WriteResult<TId = unknown> = InsertResult<TId> | UpdateResult<TId> | DeleteResult
 
 /**
+ * What a write sees of the queue of its collection (a buffer/collection-queue CollectionQueue,
+ * which this module does not import: the queue holds writes, a write only names its queue).
+ */
+export interface OpQueue {
+  readonly name: string
+  /** queues a write that waited for room */
+  push: (op: WriteOp) => void
+  /** drops a queued write that will never be sent (aborted, expired) */
+  forget: (op: WriteOp) => void
+}
+
+/**
  * One write of one caller. A class (not object literals) so every op has the same hidden
  * class; the bulkWrite model is built once at submit time and reused on retries.
  */
@@ -96,7 +107,7 @@ export class WriteOp {
   /** never coalesce again (a coalesced op was refused and is retried write by write) */
   alone = false
   /** the queue of its collection; set when it is submitted, before anything reads it */
-  queue!: CollectionQueue
+  queue!: OpQueue
   /** its caller declared that its filter matches at most one document (`uniqueFilter`: retry-safety.ts) */
   uniqueFilter = false
   /** nobody awaits it: its failure goes to onWriteError (see Settler) */
