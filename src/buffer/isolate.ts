@@ -36,6 +36,35 @@ export interface Isolation {
   failed: (ops: WriteOp[], err: unknown) => void
 }
 
+/** What isolation decided, gathered for the Sender to act on once it is done. */
+export class IsolationOutcome implements Isolation {
+  readonly applied: WriteOp[] = []
+  readonly results: WriteResult[] = []
+  readonly refused: Array<{ op: WriteOp, err: Error }> = []
+  readonly toSendAgain: WriteOp[] = []
+  uncoalescedCount = 0
+  /** writes whose part failed otherwise, and the first such failure */
+  readonly failedOps: WriteOp[] = []
+  failedWith: unknown = undefined
+
+  acknowledged (op: WriteOp, result: WriteResult): void {
+    this.applied.push(op)
+    this.results.push(result)
+  }
+
+  rejected (op: WriteOp, err: Error): void { this.refused.push({ op, err }) }
+
+  again (ops: WriteOp[], uncoalesced: number): void {
+    this.toSendAgain.push(...ops)
+    this.uncoalescedCount += uncoalesced
+  }
+
+  failed (ops: WriteOp[], err: unknown): void {
+    this.failedOps.push(...ops)
+    this.failedWith ??= err
+  }
+}
+
 export interface IsolationContext {
   send: (models: AnyBulkWriteOperation[]) => Promise<BulkWriteResult>
   /** what a whole-command refusal means (outcome: 'rejected' when proven not applied; transient) */

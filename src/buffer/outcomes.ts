@@ -1,6 +1,7 @@
 import { ErrorCodes, WriteBufferError, WriteRejectedError, type WriteOutcome } from '../errors.js'
 import { describeError, type Failure } from '../mongo/driver-errors.js'
 import { isRetrySafe } from '../write/retry-safety.js'
+import { sendProblem } from '../write/send-check.js'
 import { INSERT, REPLACE_ONE, UPDATE_MANY, UPDATE_ONE, type WriteOp, type WriteResult } from '../write/write-op.js'
 
 /**
@@ -113,4 +114,29 @@ export class PartialFailureReader {
     const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : 'rejected'
     return { kind: 'rejected', error: new WriteRejectedError(we.code, we.errmsg ?? 'write failed', op.attempts, we.errInfo, outcome, we) }
   }
+}
+
+/**
+ * The driver threw while building or serializing a bulkWrite: nothing was sent. Which writes
+ * cannot be sent now (`sendProblem`: changed by their caller after submit), each with its
+ * error naming the field, and which go again; when no write alone is to blame, none can go
+ * and every one is told so (`not-sent`, or `unknown` after an earlier ambiguous attempt).
+ */
+export function afterUnsendable (ops: readonly WriteOp[], err: unknown, collection: string): { again: WriteOp[], refused: Array<{ op: WriteOp, err: Error }> } {
+  const again: WriteOp[] = []
+  const refused: Array<{ op: WriteOp, err: Error }> = []
+  for (const op of ops) {
+    const problem = sendProblem(op)
+    if (problem === undefined) {
+      again.push(op)
+    } else {
+      refused.push({
+        op,
+        err: new WriteBufferError(ErrorCodes.INVALID_WRITE, `write cannot be sent (changed after it was submitted?): ${problem}`,
+          op.maybeApplied ? 'unknown' : 'not-sent', op.attempts - 1, err),
+      })
+    }
+  }
+  if (refused.length > 0) return { again, refused }
+  return { again: [], refused: again.map(op => ({ op, err: batchFailed(op, { outcome: 'not-sent', transient: false, error: err }, collection) })) }
 }

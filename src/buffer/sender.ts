@@ -2,17 +2,17 @@ import type { BulkWriteOptions, BulkWriteResult, WriteConcernSettings } from 'mo
 import { ErrorCodes, WriteBufferError } from '../errors.js'
 import { classify, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
 import type { ServerIdentity } from '../mongo/server-identity.js'
-import { isClientSideSendError, sendProblem } from '../write/send-check.js'
+import { isClientSideSendError } from '../write/send-check.js'
 import type { DriverRetries } from '../mongo/topology.js'
 import type { Logger } from '../options.js'
 import { batchChannel, publishBatch } from '../telemetry.js'
 import { uncoalesce } from '../write/coalesce.js'
 import type { Tracing } from '../tracing.js'
 import { IN_FLIGHT, QUEUED, SETTLED, type TraceLink, type WriteOp, type WriteResult } from '../write/write-op.js'
-import { isolate, splittable, wholeRefusal } from './isolate.js'
+import { isolate, IsolationOutcome, splittable, wholeRefusal } from './isolate.js'
 import { Batch } from './batch.js'
 import { Latency } from './latency.js'
-import { afterBatchFailure, batchFailed, closedError, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
+import { afterBatchFailure, afterUnsendable, batchFailed, closedError, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
 import type { Fence, Retries } from './retries.js'
 import type { ServerLiveness } from '../mongo/liveness.js'
 import type { Settler } from './settler.js'
@@ -174,39 +174,24 @@ export class Sender {
     }
     const queue = batch.queue
     const options = queue.ordered ? this.#ordered : this.#unordered
-    const again: WriteOp[] = []
-    const failedOps: WriteOp[] = []
-    let failedWith: unknown
-    const applied: WriteOp[] = []
-    const results: WriteResult[] = []
+    const out = new IsolationOutcome()
     this.isolated++
     await isolate(live, refusal, failure, {
       send: models => queue.collection.bulkWrite(models, options),
       classify: r => this.#classifyRefusal(r),
       ordered: queue.ordered,
       collection: queue.name,
-    }, {
-      acknowledged: (op, result) => {
-        applied.push(op)
-        results.push(result)
-      },
-      rejected: (op, err) => { this.settler.reject(op, err) },
-      again: (ops, uncoalesced) => {
-        queue.uncoalesced(uncoalesced)
-        again.push(...ops)
-      },
-      failed: (ops, err) => {
-        failedOps.push(...ops)
-        failedWith ??= err
-      },
-    })
+    }, out)
+    const { applied, results } = out
     if (applied.length > 0) {
       this.onAcknowledged?.(queue.name, applied, i => (results[i] as { upsertedId?: unknown }).upsertedId)
       for (let i = 0; i < applied.length; i++) this.settler.resolve(applied[i] as WriteOp, results[i] as WriteResult)
     }
-    this.#requeue(queue, again)
-    if (failedOps.length > 0) {
-      this.#wholeFailed(batch, failedWith, span, undefined, failedOps)
+    for (const { op, err } of out.refused) this.settler.reject(op, err)
+    queue.uncoalesced(out.uncoalescedCount)
+    this.#requeue(queue, out.toSendAgain)
+    if (out.failedOps.length > 0) {
+      this.#wholeFailed(batch, out.failedWith, span, undefined, out.failedOps)
     } else {
       this.#return(batch)
     }
@@ -228,30 +213,13 @@ export class Sender {
    * naming the field; the others go again at the head of their queue, this attempt uncounted.
    */
   #unsendable (batch: Batch, err: unknown): void {
-    const again: WriteOp[] = []
-    let refused = 0
-    for (const op of batch.ops) {
-      if (op.state === SETTLED) continue
-      const problem = sendProblem(op)
-      if (problem === undefined) {
-        op.attempts--
-        again.push(op)
-      } else {
-        refused += this.settler.reject(op, new WriteBufferError(ErrorCodes.INVALID_WRITE,
-          `write cannot be sent (changed after it was submitted?): ${problem}`, op.maybeApplied ? 'unknown' : 'not-sent', op.attempts - 1, err))
-      }
-    }
-    if (refused === 0) {
-      // the driver refused, yet no write alone is to blame: none can be sent, none was
-      for (const op of again) {
-        op.attempts++
-        this.settler.reject(op, batchFailed(op, { outcome: 'not-sent', transient: false, error: err }, batch.queue.name))
-      }
-      again.length = 0
-    }
+    const name = batch.queue.name
+    const { again, refused } = afterUnsendable(batch.ops.filter(op => op.state !== SETTLED), err, name)
+    for (const op of again) op.attempts-- // never sent: this attempt does not count
+    for (const r of refused) this.settler.reject(r.op, r.err)
     this.#requeue(batch.queue, again)
     this.#return(batch)
-    this.options.logger?.warn({ collection: batch.queue.name, ops: batch.size, refused, err: describeError(err) }, 'write buffer: writes that cannot be serialized')
+    this.options.logger?.warn({ collection: name, ops: batch.size, refused: refused.length, err: describeError(err) }, 'write buffer: writes that cannot be serialized')
   }
 
   /**
