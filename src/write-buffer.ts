@@ -22,7 +22,7 @@ import { ServerLiveness } from './mongo/liveness.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
 import { unacknowledged } from './mongo/write-concern.js'
 import { validateCollectionName, type WriteOptions } from './write/build-op.js'
-import { EXPIRED, lingerEndFor, QUEUED, UPDATE_ONE, type WriteOp, type WriteResult } from './write/write-op.js'
+import { lingerEndFor, QUEUED, UPDATE_ONE, type WriteOp, type WriteResult } from './write/write-op.js'
 
 export interface WriteBufferStats {
   /** writes queued + in flight (+ waiting in retry backoff) */
@@ -92,7 +92,7 @@ export class WriteBuffer {
     const timedOut = (op: WriteOp): void => {
       // a waiter found expired may have been let into its queue meanwhile (an earlier rejection
       // of the same sweep freed room): it leaves the queue's count before it settles
-      if (op.state === QUEUED && op.deadline !== EXPIRED) op.queue.forget(op)
+      if (op.state === QUEUED) op.queue.forget(op)
       settler.reject(op, timeoutError(op))
     }
     this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() })

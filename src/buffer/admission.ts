@@ -1,4 +1,4 @@
-import { QUEUED, WAITING, type WriteOp } from '../write/write-op.js'
+import { WAITING, type WriteOp } from '../write/write-op.js'
 
 export interface AdmissionLimits { maxPending: number, maxPendingBytes: number, onFullReject: boolean }
 
@@ -43,7 +43,7 @@ export class Admission {
     if (this.#waiting > 0 || this.#pending >= maxPending ||
       (this.#pending > 0 && this.#pendingBytes + op.bytes > maxPendingBytes)) {
       if (onFullReject) return false
-      op.state = WAITING
+      op.waitForRoom()
       this.#waiting++
       this.#waiters.push(op)
       return true
@@ -53,7 +53,7 @@ export class Admission {
   }
 
   #admit (op: WriteOp): void {
-    op.state = QUEUED
+    op.enqueue()
     this.#pending++
     this.#pendingBytes += op.bytes
     op.queue.push(op)

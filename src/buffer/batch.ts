@@ -1,5 +1,5 @@
 import type { AnyBulkWriteOperation } from 'mongodb'
-import { IN_FLIGHT, type TraceLink, type WriteOp } from '../write/write-op.js'
+import type { TraceLink, WriteOp } from '../write/write-op.js'
 import type { CollectionQueue } from './collection-queue.js'
 
 /** What the queue tells whoever schedules sends (the Dispatcher). */
@@ -53,8 +53,7 @@ export class Batch {
     let linked = false
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as WriteOp
-      op.state = IN_FLIGHT
-      op.attempts++
+      op.send()
       if (op.retryOf !== undefined) {
         retryOf ??= op.retryOf
         op.retryOf = undefined // its next attempt is a child of this one's span, if any
@@ -62,7 +61,7 @@ export class Batch {
       if (op.traceLink !== undefined) linked = true
       if (op.coalesced !== null) {
         for (const c of op.coalesced) {
-          c.state = IN_FLIGHT
+          c.send()
           c.attempts = op.attempts
           if (c.traceLink !== undefined) linked = true
         }

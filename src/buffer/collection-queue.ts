@@ -1,6 +1,6 @@
 import type { Collection } from 'mongodb'
 import { tryCoalesce } from '../write/coalesce.js'
-import { COMMAND_OF, EXPIRED, IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
+import { COMMAND_OF, IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
 import { Batch, type BatchLimits, type QueueListener, type TakeMoment } from './batch.js'
 import { Lingering } from './lingering.js'
 import { Parked } from './parked.js'
@@ -288,7 +288,7 @@ export class CollectionQueue {
     for (const op of batch.ops) {
       this.#held.delete(op.target)
       if (op.state === IN_FLIGHT) {
-        op.state = QUEUED
+        op.sendAgain()
         live.push(op)
       } else if (this.#parked.size > 0) {
         this.#parked.release(op.target, unparked) // settled (fenced): what was parked behind it may go
@@ -353,7 +353,7 @@ export class CollectionQueue {
     if (op.state !== QUEUED) return false
     if (op.deadline > 0 && op.deadline <= now) {
       this.forget(op)
-      op.deadline = EXPIRED
+      op.leaveQueue()
       expired.push(op)
       return false
     }

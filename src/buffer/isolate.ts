@@ -167,7 +167,7 @@ function partlyRefused (ops: WriteOp[], err: PartialFailure, ctx: IsolationConte
     switch (verdict.kind) {
       case 'acknowledged': out.acknowledged(op, verdict.value); break
       case 'rejected': out.rejected(op, verdict.error); break
-      case 'not-executed': op.attempts--; again.push(op); break
+      case 'not-executed': op.sendAgain(false); again.push(op); break
       case 'uncoalesce': {
         const parts = uncoalesce(op)
         uncoalesced += parts.length

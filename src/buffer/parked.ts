@@ -1,5 +1,5 @@
 import { tryCoalesce } from '../write/coalesce.js'
-import { EXPIRED, QUEUED, type WriteOp } from '../write/write-op.js'
+import { QUEUED, type WriteOp } from '../write/write-op.js'
 
 /**
  * Writes parked behind the write holding their target (out, fenced, or taken into the batch
@@ -81,5 +81,5 @@ export class Parked {
 
 /** Not aborted, expired or settled while parked. */
 function live (op: WriteOp): boolean {
-  return op.state === QUEUED && op.deadline !== EXPIRED
+  return op.state === QUEUED
 }

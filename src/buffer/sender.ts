@@ -8,7 +8,7 @@ import type { Logger } from '../options.js'
 import { batchChannel, publishBatch } from '../telemetry.js'
 import { uncoalesce } from '../write/coalesce.js'
 import type { Tracing } from '../tracing.js'
-import { IN_FLIGHT, QUEUED, SETTLED, type TraceLink, type WriteOp, type WriteResult } from '../write/write-op.js'
+import { IN_FLIGHT, SETTLED, type TraceLink, type WriteOp, type WriteResult } from '../write/write-op.js'
 import { isolate, IsolationOutcome, splittable, wholeRefusal } from './isolate.js'
 import { Batch } from './batch.js'
 import { Latency } from './latency.js'
@@ -197,13 +197,13 @@ export class Sender {
     }
   }
 
-  /** Writes to send again at the head of their queue (unless close() gave up: then they are told so). */
+  /** Writes to send again at the head of their queue (unless close() gave up: then they are told so); those not yet back in state QUEUED count their attempt. */
   #requeue (queue: Batch['queue'], again: WriteOp[]): void {
     if (this.#final) {
       for (const op of again) this.settler.reject(op, closedError(op, 'before this write could be sent again'))
       return
     }
-    for (const op of again) op.state = QUEUED
+    for (const op of again) if (op.state === IN_FLIGHT) op.sendAgain()
     queue.requeueFront(again)
   }
 
@@ -215,7 +215,7 @@ export class Sender {
   #unsendable (batch: Batch, err: unknown): void {
     const name = batch.queue.name
     const { again, refused } = afterUnsendable(batch.ops.filter(op => op.state !== SETTLED), err, name)
-    for (const op of again) op.attempts-- // never sent: this attempt does not count
+    for (const op of again) op.sendAgain(false) // never sent: this attempt does not count
     for (const r of refused) this.settler.reject(r.op, r.err)
     this.#requeue(batch.queue, again)
     this.#return(batch)
@@ -302,7 +302,7 @@ export class Sender {
           break
         case 'rejected': rejected += this.settler.reject(op, verdict.error); break
         case 'not-executed':
-          op.attempts--
+          op.sendAgain(false) // never executed: this attempt does not count
           again.push(op)
           break
         case 'uncoalesce': {
@@ -314,12 +314,7 @@ export class Sender {
       }
     }
     if (applied !== undefined && applied.length > 0) this.onAcknowledged?.(queue.name, applied, i => upserted[i])
-    if (this.#final) {
-      for (const op of again) rejected += this.settler.reject(op, closedError(op, 'before this write could be sent again'))
-      again.length = 0
-    }
-    for (const op of again) op.state = QUEUED
-    queue.requeueFront(again)
+    this.#requeue(queue, again)
     this.#return(batch)
     this.options.logger?.warn({ collection: queue.name, ops: batch.size, acked, rejected, code: reader.firstCode },
       'write buffer: writes rejected by the server')

@@ -92,8 +92,7 @@ export class Settler {
   }
 
   #release (op: WriteOp, ok: boolean): void {
-    const was = op.state
-    op.state = SETTLED
+    const was = op.settle()
     if (op.onAbort !== null) {
       op.signal?.removeEventListener('abort', op.onAbort)
       op.onAbort = null

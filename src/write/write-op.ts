@@ -23,8 +23,15 @@ export const METHOD_OF = ['insertOne', 'updateOne', 'updateMany', 'replaceOne', 
 export const COMMAND_OF: readonly number[] = [0, 1, 3, 1, 2, 4]
 
 /**
- * Where a write is in its life. CREATED → (WAITING →) QUEUED → IN_FLIGHT → SETTLED; a retried
- * write goes IN_FLIGHT → QUEUED again. Only the Settler sets SETTLED.
+ * Where a write is in its life:
+ *
+ *     CREATED ─→ (WAITING ─→) QUEUED ─→ IN_FLIGHT ─→ SETTLED
+ *                               ↑ │        │
+ *                               │ └→ LEFT ─┼─→ SETTLED   (past its deadline in its queue)
+ *                               └──────────┘             (sent again: retry, not executed, uncoalesced)
+ *
+ * Each transition is a WriteOp method that checks the state it leaves; `state` is assigned
+ * nowhere else. Any state may go to SETTLED (only the Settler settles).
  */
 export const CREATED = 0
 /** waiting for room (onFull: 'wait'): not yet counted as pending */
@@ -32,10 +39,15 @@ export const WAITING = 1
 export const QUEUED = 2
 export const IN_FLIGHT = 3
 export const SETTLED = 4
-export type State = 0 | 1 | 2 | 3 | 4
+/** found past its deadline in its queue and taken out of its count: about to settle (timed out) */
+export const LEFT = 5
+export type State = 0 | 1 | 2 | 3 | 4 | 5
 
-/** `deadline` of a write found past it in its queue and taken out of the queue's count (about to settle). */
-export const EXPIRED = -1
+const NAMES = ['created', 'waiting', 'queued', 'in flight', 'settled', 'left its queue']
+
+function illegal (op: WriteOp, to: string): never {
+  throw new Error(`internal error: a write ${NAMES[op.state] ?? String(op.state)} cannot become ${to}`)
+}
 
 /**
  * The end of a linger that must leave a write with a deadline time to be sent: at most half
@@ -89,7 +101,7 @@ export interface OpQueue {
  * class; the bulkWrite model is built once at submit time and reused on retries.
  */
 export class WriteOp {
-  state: State = CREATED
+  #state: State = CREATED
   /** times sent */
   attempts = 0
   /** true once an attempt may have reached the server without a clear answer */
@@ -137,6 +149,47 @@ export class WriteOp {
     readonly generatedId: boolean
   ) {
     this.#target = target
+  }
+
+  get state (): State { return this.#state }
+
+  /** No room yet (onFull: 'wait'). */
+  waitForRoom (): void {
+    if (this.#state !== CREATED) illegal(this, 'waiting')
+    this.#state = WAITING
+  }
+
+  /** Admitted into its queue. */
+  enqueue (): void {
+    if (this.#state !== CREATED && this.#state !== WAITING) illegal(this, 'queued')
+    this.#state = QUEUED
+  }
+
+  /** Sent in a bulkWrite: one more attempt. */
+  send (): void {
+    if (this.#state !== QUEUED) illegal(this, 'in flight')
+    this.#state = IN_FLIGHT
+    this.attempts++
+  }
+
+  /** Back to its queue to be sent again; `counted`: the attempt reached the server (else it is not counted). */
+  sendAgain (counted = true): void {
+    if (this.#state !== IN_FLIGHT) illegal(this, 'queued again')
+    this.#state = QUEUED
+    if (!counted) this.attempts--
+  }
+
+  /** Found past its deadline in its queue: out of its count, about to settle. */
+  leaveQueue (): void {
+    if (this.#state !== QUEUED) illegal(this, 'left its queue')
+    this.#state = LEFT
+  }
+
+  /** Settled (Settler only); returns the state it was in. */
+  settle (): State {
+    const was = this.#state
+    this.#state = SETTLED
+    return was
   }
 
   /** same-target key (see target.ts) */
