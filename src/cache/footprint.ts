@@ -41,13 +41,18 @@ export interface Footprint {
   docs: Document[] | undefined
 }
 
+/** The empty list every footprint starts with (shared, frozen: a write's lists are made when something goes in). */
+const NONE = Object.freeze([]) as unknown as never[]
+
 export function emptyFootprint (): Footprint {
-  return { all: false, anyDoc: false, ids: [], idValues: [], newIds: [], newIdValues: [], anyNewId: false, filters: [], hashes: [], fields: [], anyField: false, docs: undefined }
+  return { all: false, anyDoc: false, ids: NONE, idValues: NONE, newIds: NONE, newIdValues: NONE, anyNewId: false, filters: NONE, hashes: NONE, fields: NONE, anyField: false, docs: undefined }
 }
 
-/** Adds `x` to a small list unless it is there. */
-function add<T> (list: T[], x: T): void {
+/** `list` with `x` in it (a new list if it was the shared empty one). */
+function added<T> (list: T[], x: T): T[] {
+  if (list === NONE) return [x]
   if (!list.includes(x)) list.push(x)
+  return list
 }
 
 const lookups = new WeakMap<readonly unknown[], Set<unknown>>()
@@ -62,8 +67,8 @@ function holds<T> (list: readonly T[], x: T): boolean {
 /** `field` now holds `value` in some document. */
 function value (fp: Footprint, field: string, v: unknown): void {
   for (const key of valueKeys(v)) {
-    if (key === UNKNOWN) add(fp.fields, field)
-    else add(fp.hashes, valueHash(field, key))
+    if (key === UNKNOWN) fp.fields = added(fp.fields, field)
+    else fp.hashes = added(fp.hashes, valueHash(field, key))
   }
 }
 
@@ -80,11 +85,12 @@ function update (fp: Footprint, u: Document | Document[] | undefined): void {
     if (fields === null || typeof fields !== 'object') { fp.anyField = true; continue }
     for (const path in fields) {
       if (operator === '$unset') continue // a missing field equals no scalar: it makes nothing match
-      const root = path.split('.')[0] as string
+      const dot = path.indexOf('.')
+      const root = dot === -1 ? path : path.slice(0, dot)
       const to: unknown = (fields as Document)[path]
       if ((operator === '$set' || operator === '$setOnInsert') && root === path) value(fp, root, to)
-      else add(fp.fields, root)
-      if (operator === '$rename' && typeof to === 'string') add(fp.fields, to.split('.')[0] as string)
+      else fp.fields = added(fp.fields, root)
+      if (operator === '$rename' && typeof to === 'string') fp.fields = added(fp.fields, to.split('.')[0] as string)
     }
   }
 }
@@ -111,8 +117,8 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
   const fp = emptyFootprint()
   if (op.kind === INSERT) {
     const doc = wellFormed(op.body.document as Document)
-    fp.newIds.push(keyOf(op.id))
-    fp.newIdValues.push(op.id)
+    fp.newIds = [keyOf(op.id)]
+    fp.newIdValues = [op.id]
     fp.docs = [doc]
     document(fp, doc)
     return fp
@@ -121,15 +127,15 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
   if (body.collation !== undefined) { fp.all = true; return fp } // strings compared by the collation: not decided here
   const filter = wellFormed(body.filter)
   const id = idTargetOf(filter)
-  const eq = equalities(filter)
+  const eq = id === undefined ? equalities(filter) : [['_id', filter._id] as [string, unknown]]
   if (id !== undefined) {
-    fp.ids.push(id)
-    fp.idValues.push(filter._id)
-  } else if (eq !== undefined) fp.filters.push(filter)
+    fp.ids = [id]
+    fp.idValues = [filter._id]
+  } else if (eq !== undefined) fp.filters = [filter]
   else fp.anyDoc = true
   if (acknowledged && upserted !== undefined) {
-    fp.newIds.push(keyOf(upserted))
-    fp.newIdValues.push(upserted)
+    fp.newIds = [keyOf(upserted)]
+    fp.newIdValues = [upserted]
   }
   if (op.kind === DELETE_ONE || op.kind === DELETE_MANY) return fp
   const u = wellFormed(body.update)
@@ -142,8 +148,8 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
       const created = createdId(filter, u, replacement)
       if (created === undefined) fp.anyNewId = true
       else {
-        fp.newIds.push(keyOf(created.id))
-        fp.newIdValues.push(created.id)
+        fp.newIds = [keyOf(created.id)]
+        fp.newIdValues = [created.id]
       }
     }
   }
@@ -209,7 +215,7 @@ const PROJECTED = 'p'
 const ANY_NEW_ID = 'n*'
 const ANY_FIELD = 'fa'
 export const idKey = (target: string): string => `i\0${target}`
-const newIdKey = (target: string): string => `n\0${target}`
+export const newIdKey = (target: string): string => `n\0${target}`
 /** a found, unprojected document holds a value of this key in `field` */
 export const docFieldKey = (field: string, valueKey: string): string => `f\0${field}\0${valueKey}`
 const hashKey = (hash: number): string => `h\0${hash}`
@@ -220,7 +226,6 @@ export function footprintKeys (fp: Footprint): string[] {
   const keys: string[] = []
   if (fp.anyDoc) keys.push(FOUND)
   for (const t of fp.ids) keys.push(idKey(t))
-  if (fp.ids.length > 0) keys.push(UNKNOWN_ID)
   for (const t of fp.newIds) keys.push(newIdKey(t))
   if (fp.anyNewId) keys.push(ANY_NEW_ID)
   if (fp.filters.length > 0) {
@@ -235,6 +240,15 @@ export function footprintKeys (fp: Footprint): string[] {
   for (const f of fp.fields) keys.push(fieldKey(f))
   if (fp.anyField) keys.push(ANY_FIELD)
   return keys
+}
+
+/**
+ * The keys under which the cached entries a footprint may affect are listed: its own keys,
+ * and the answers that do not show their `_id` when it changes documents by `_id` (pending
+ * writes are not listed under that key: a read of such an answer checks every noted write).
+ */
+export function entryKeys (fp: Footprint, keys: readonly string[]): readonly string[] {
+  return fp.ids.length > 0 && !fp.all ? [...keys, UNKNOWN_ID] : keys
 }
 
 /** The keys of the footprints that may change or create the document of `_id` target `t`, or touch any. */

@@ -36,6 +36,15 @@ export class KeyIndex<T extends object> {
     if (index.size === 0) this.#byName.delete(name)
   }
 
+  /** Whether an item listed under `key` passes `test`. */
+  some (name: string, key: string, test: (item: T) => boolean): boolean {
+    const at = this.#byName.get(name)?.get(key)
+    if (at === undefined) return false
+    if (!(at instanceof Set)) return test(at)
+    for (const item of at) if (test(item)) return true
+    return false
+  }
+
   /** The items listed under any of these keys, each once: a copy (callers may change the index meanwhile). */
   under (name: string, keys: readonly string[]): T[] {
     const index = this.#byName.get(name)

@@ -1,7 +1,7 @@
 import type { Filter } from './filter-facts.js'
 import { idTargetOf } from './filter-facts.js'
 import { INSERT, type WriteOp } from '../write/write-op.js'
-import { affects, answerKeys, docFieldKeys, documentKeys, footprintKeys, footprintOf, type Answer, type Footprint } from './footprint.js'
+import { affects, answerKeys, docFieldKeys, documentKeys, footprintKeys, footprintOf, idKey, newIdKey, type Answer, type Footprint } from './footprint.js'
 import { KeyIndex } from './key-index.js'
 
 /** A write the cache has seen queued: pending, or settled and kept for the reads that ran meanwhile. */
@@ -47,10 +47,6 @@ export class PendingWrites {
   readonly #noted = new Map<WriteOp, Noted>()
   /** the noted writes, listed under their footprint's keys */
   readonly #index = new KeyIndex<WriteOp>()
-  /** per collection: its pending writes */
-  readonly #pending = new Map<string, Set<WriteOp>>()
-  /** per collection and document target: how many of its pending writes are known to touch it */
-  readonly #toDoc = new Map<string, number>()
   /** settled writes still listed, in settle order (#head: the first still there) */
   #kept: WriteOp[] = []
   #head = 0
@@ -63,13 +59,6 @@ export class PendingWrites {
     const target = op.kind === INSERT ? fp.newIds[0] : op.body.collation === undefined ? fp.ids[0] : undefined
     this.#noted.set(op, { name, seq: this.seq++, fp, keys, target, settled: -1 })
     this.#index.list(name, op, keys)
-    let pending = this.#pending.get(name)
-    if (pending === undefined) this.#pending.set(name, pending = new Set())
-    pending.add(op)
-    if (target !== undefined) {
-      const doc = `${name}\0${target}`
-      this.#toDoc.set(doc, (this.#toDoc.get(doc) ?? 0) + 1)
-    }
   }
 
   /** Returns the `_id` target of the write's document when no other write to it is pending any more. */
@@ -78,17 +67,7 @@ export class PendingWrites {
     let caughtUp: string | undefined
     if (n !== undefined && n.settled === -1) {
       n.settled = this.#settles++
-      this.#pending.get(name)?.delete(op)
-      if (n.target !== undefined) {
-        const doc = `${name}\0${n.target}`
-        const left = (this.#toDoc.get(doc) ?? 1) - 1
-        if (left > 0) {
-          this.#toDoc.set(doc, left)
-        } else {
-          this.#toDoc.delete(doc)
-          caughtUp = n.target
-        }
-      }
+      if (n.target !== undefined && !this.#touched(name, n.target)) caughtUp = n.target
       if (this.#reads.size === 0) this.#forget(op, n)
       else this.#kept.push(op)
     }
@@ -100,10 +79,20 @@ export class PendingWrites {
     return caughtUp
   }
 
-  /** Every pending write of a collection. */
+  /** Every pending write of a collection (O(writes noted): for a read the cache does not key, which waits for them all). */
   all (name: string): readonly WriteOp[] {
-    const pending = this.#pending.get(name)
-    return pending === undefined ? NONE : [...pending]
+    const out: WriteOp[] = []
+    for (const [op, n] of this.#noted) if (n.name === name && n.settled === -1) out.push(op)
+    return out
+  }
+
+  /** Whether a write known to touch the document `target` is still pending. */
+  #touched (name: string, target: string): boolean {
+    const pending = (op: WriteOp): boolean => {
+      const n = this.#noted.get(op) as Noted
+      return n.settled === -1 && n.target === target
+    }
+    return this.#index.some(name, idKey(target), pending) || this.#index.some(name, newIdKey(target), pending)
   }
 
   /**
@@ -148,7 +137,9 @@ export class PendingWrites {
     const out: ReadCheck = { missed: [], late: false, noted: false }
     const keys = answerKeys(a)
     if (a.found && !a.projected) docFieldKeys(a.doc(), (_, fieldKeys) => { keys.push(...fieldKeys) })
-    for (const op of this.#index.under(name, keys)) {
+    // an answer that does not show its _id may be any document: every noted write is a candidate
+    const candidates = a.found && a.idTarget === undefined ? [...this.#noted.keys()].filter(op => this.#noted.get(op)?.name === name) : this.#index.under(name, keys)
+    for (const op of candidates) {
       const n = this.#noted.get(op) as Noted
       if (n.seq < mark.startSeq && n.settled !== -1 && n.settled < mark.settleMark) continue // the answer shows it
       if (!affects(n.fp, a)) continue

@@ -5,7 +5,7 @@ import { applyUpdate } from './apply-update.js'
 import { hasUndefined } from './bson-values.js'
 import type { Entry, EntryStore } from './entry-store.js'
 import { idTargetOf, matches, updatedRoots } from './filter-facts.js'
-import { affects, footprintKeys, footprintOf, type Footprint } from './footprint.js'
+import { affects, entryKeys, footprintKeys, footprintOf, type Footprint } from './footprint.js'
 import { wellFormed } from './value-keys.js'
 
 /** Decoding for patches: every number keeps its BSON type (int32, int64, double). */
@@ -68,7 +68,7 @@ export class WriteEffects {
       return
     }
     if (fp.anyDoc || fp.filters.length > 0) this.#dropPatched(name)
-    const candidates = this.store.candidates(name, keys)
+    const candidates = this.store.candidates(name, entryKeys(fp, keys))
     if (candidates.length === 0) return
     // a write by _id patches the entries holding its document, if it can be applied exactly
     let patch: { op: WriteOp, body: WriteBody, target: string, roots: Set<string> | null } | undefined
