@@ -1,6 +1,7 @@
 import type { Document } from 'mongodb'
 import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteOp } from '../write/write-op.js'
-import { equalities, idTargetOf, matches, type Filter } from './filter-facts.js'
+import { hasUndefined } from './bson-values.js'
+import { equalities, idTargetOf, isPlainDocument, matches, type Filter } from './filter-facts.js'
 import { keyOf, UNKNOWN, valueHash, valueKeys, wellFormed } from './value-keys.js'
 
 /**
@@ -73,21 +74,21 @@ function value (fp: Footprint, field: string, v: unknown): void {
 }
 
 function document (fp: Footprint, doc: Document | undefined): void {
-  if (doc === undefined) { fp.anyField = true; return }
+  if (!isPlainDocument(doc)) { fp.anyField = true; return } // sent as something else (toBSON…), or not known
   for (const field in doc) value(fp, field, doc[field])
 }
 
 /** The fields an update changes: by value for a top-level `$set`, by name for anything else. */
 function update (fp: Footprint, u: Document | Document[] | undefined): void {
-  if (u === undefined || Array.isArray(u)) { fp.anyField = true; return }
+  if (!isPlainDocument(u) || Array.isArray(u)) { fp.anyField = true; return } // a pipeline, or sent as something else
   for (const operator in u) {
-    const fields: unknown = u[operator]
-    if (fields === null || typeof fields !== 'object') { fp.anyField = true; continue }
+    const fields: unknown = (u)[operator]
+    if (!isPlainDocument(fields)) { fp.anyField = true; continue }
     for (const path in fields) {
       if (operator === '$unset') continue // a missing field equals no scalar: it makes nothing match
       const dot = path.indexOf('.')
       const root = dot === -1 ? path : path.slice(0, dot)
-      const to: unknown = (fields as Document)[path]
+      const to: unknown = (fields)[path]
       if ((operator === '$set' || operator === '$setOnInsert') && root === path) value(fp, root, to)
       else fp.fields = added(fp.fields, root)
       if (operator === '$rename' && typeof to === 'string') fp.fields = added(fp.fields, to.split('.')[0] as string)
@@ -119,7 +120,8 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
     const doc = wellFormed(op.body.document as Document)
     fp.newIds = [keyOf(op.id)]
     fp.newIdValues = [op.id]
-    fp.docs = [doc]
+    // matched as it is only if sent as it is (a value with toBSON is judged by its field alone)
+    if (isPlainDocument(doc) && !hasUndefined(doc)) fp.docs = [doc]
     document(fp, doc)
     return fp
   }

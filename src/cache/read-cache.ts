@@ -10,6 +10,7 @@ import type { Filter } from './filter-facts.js'
 import { affects, answerOf, emptyFootprint, footprintKeys, footprintOf, type Answer, type Footprint } from './footprint.js'
 import { PendingWrites, type ReadMark } from './pending-writes.js'
 import { cacheable, readKey, showsId } from './read-key.js'
+import { wellFormed } from './value-keys.js'
 import { WriteEffects } from './write-effects.js'
 
 /**
@@ -44,6 +45,8 @@ export interface ReadCacheStats {
   invalidations: number
   patches: number
   evictions: number
+  /** reads sent to the server because the cache does not key them (filter shape, options, a value the driver transforms) */
+  uncacheable: number
   entries: number
   bytes: number
   /** with `cache.bus`: its state and message counts */
@@ -82,7 +85,7 @@ export class ReadCache {
   #sendNow: () => void = () => {}
   readonly #flights = new Map<string, Flight>()
   readonly #flightsByName = new Map<string, Set<Flight>>()
-  #stats = { hits: 0, misses: 0, dedupes: 0 }
+  #stats = { hits: 0, misses: 0, dedupes: 0, uncacheable: 0 }
   readonly #bus: CacheBus | undefined
   /** the bus's subscription is confirmed (always true without a bus) */
   #trusted: boolean
@@ -168,8 +171,10 @@ export class ReadCache {
     if (filter === null || typeof filter !== 'object' || Array.isArray(filter)) {
       throw new InvalidWriteError(`filter must be a plain object, got ${describe(filter)}`)
     }
-    const f = filter as Filter
+    // strings as the driver sends them: '\uD800' and '\uFFFD' are one value on the server
+    const f = wellFormed(filter as Filter)
     if (!cacheable(f, options)) {
+      this.#stats.uncacheable++
       // read-your-writes still holds: the writes this read may depend on land first
       await this.#pending.settled(this.#pending.all(name), this.#sendNow)
       return collection.findOne(f, options)
