@@ -22,7 +22,7 @@ const MISSES = [0, 10_000]
 export const SCALE_CACHE_GOALS = { read: 2, mixed: 1.5, misses: 1.3 }
 
 export async function scaleCacheSuite ({ scaleCacheReads = 2_000, scaleCacheWrites = 40_000, module } = {}) {
-  const args = [worker, JSON.stringify({ module, reads: scaleCacheReads, writes: scaleCacheWrites, waves: WAVES, pendings: PENDINGS, misses: MISSES })]
+  const args = ['--expose-gc', worker, JSON.stringify({ module, reads: scaleCacheReads, writes: scaleCacheWrites, waves: WAVES, pendings: PENDINGS, misses: MISSES })]
   const { stdout } = await withProgress('cache at scale: pending writes, write waves, cached misses (stub Db)',
     () => run(process.execPath, args, { timeout: 900_000, maxBuffer: 1 << 20 }))
   const rows = JSON.parse(stdout)
