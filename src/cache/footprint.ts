@@ -129,7 +129,7 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
   if (body.collation !== undefined) { fp.all = true; return fp } // strings compared by the collation: not decided here
   const filter = wellFormed(body.filter)
   const id = idTargetOf(filter)
-  const eq = id === undefined ? equalities(filter) : [['_id', filter._id] as [string, unknown]]
+  const eq = id === undefined ? equalities(filter) : undefined
   if (id !== undefined) {
     fp.ids = [id]
     fp.idValues = [filter._id]
@@ -144,7 +144,8 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
   const replacement = op.kind === REPLACE_ONE ? wellFormed(body.replacement) : undefined
   if (body.upsert === true) {
     // it may insert a document made of its filter's equalities and its update
-    if (eq === undefined) fp.anyField = true
+    if (id !== undefined) value(fp, '_id', filter._id)
+    else if (eq === undefined) fp.anyField = true
     else for (const [field, v] of eq) value(fp, field, v)
     if (!acknowledged) {
       const created = createdId(filter, u, replacement)
