@@ -29,13 +29,15 @@ describe('read cache vs the server', () => {
     const random = prng(SEED)
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)] as T
     const refs = Array.from({ length: 3 }, (_, i) => new ObjectId(`6650000000000000000000a${i}`))
-    const emails = ['a@x', 'b@x', 'c@x', 'A@x']
+    // lone surrogates: the driver sends them as U+FFFD, so 'd\uD800@x', 'd\uDC00@x' and 'd\uFFFD@x' are one value
+    const emails = ['a@x', 'b@x', 'c@x', 'A@x', 'd\uD800@x', 'd\uDC00@x', 'd\uFFFD@x']
     const values = (): unknown => pick<() => unknown>([
       () => Math.floor(random() * 5), // int32
       () => Math.floor(random() * 5) + 0.5, // double
       () => Long.fromNumber(Math.floor(random() * 5)),
       () => Long.fromString('9007199254740993'),
-      () => pick(['s1', 's2', '']),
+      () => pick(['s1', 's2', '', '\uD800', '\uFFFD', 's\uDC00']),
+      () => ({ toBSON: () => pick(['s1', 's2']) }), // sent as what toBSON() returns
       () => pick(refs),
       () => pick(refs).toHexString(), // a string that looks like an ObjectId
       () => new Date(1_700_000_000_000 + Math.floor(random() * 3) * 1000),
@@ -68,6 +70,8 @@ describe('read cache vs the server', () => {
       () => ({ ref: pick(refs) }),
       () => ({ ref: pick(refs).toHexString() }),
       () => ({ email: pick(emails), v: pick([true, false, 1]) }),
+      () => ({ n: { toBSON: () => 1 } }), // a value sent as another: read through
+      () => ({ v: pick(['\uD800', '\uFFFD']) }),
       () => ({ nested: { x: 1, y: 2 } }), // not decidable by the cache: read through
       () => ({ n: { $gte: 2 } }), // idem
     ])()

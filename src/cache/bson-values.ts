@@ -8,9 +8,25 @@
  * values of different types are never equal (an ObjectId never equals its hex string).
  */
 
+import { BSON } from 'mongodb'
 import { isEmbeddable } from '../write/write-options.js'
 
 interface Bson { _bsontype?: unknown }
+
+const VERSION = Symbol.for('@@mdb.bson.version')
+/** The BSON major version of the library the driver serializes with (a BSON value of another one is refused by it). */
+const BSON_MAJOR: unknown = (new BSON.ObjectId() as unknown as Record<symbol, unknown>)[VERSION]
+
+/**
+ * Whether the driver sends `v` as something else than `v` itself: a value with a `toBSON()`
+ * method is sent as what it returns, and a BSON value of another major version is refused.
+ * The cache never keys or compares such a value.
+ */
+export function transformed (v: unknown): boolean {
+  if (v === null || v === undefined) return false
+  if (typeof (v as { toBSON?: unknown }).toBSON === 'function') return true
+  return typeof v === 'object' && typeof (v as Bson)._bsontype === 'string' && (v as Record<symbol, unknown>)[VERSION] !== BSON_MAJOR
+}
 
 type Numeric = { kind: 'int' | 'double', value: number } | { kind: 'long', value: bigint }
 
@@ -52,6 +68,7 @@ function numbersEqual (a: Numeric, b: Numeric): boolean {
 
 /** Whether `v` is a value this module decides equality for. */
 export function isExactScalar (v: unknown): boolean {
+  if (transformed(v)) return false
   switch (typeof v) {
     case 'string': case 'boolean': return true
     case 'number': return !Number.isNaN(v)
@@ -100,6 +117,7 @@ export function equalsScalar (docValue: unknown, scalar: unknown): boolean | und
 
 /** A value of a type the comparison knows to be different: false; anything else: undefined. */
 function knownOtherType (v: unknown): false | undefined {
+  if (transformed(v)) return undefined
   if (v === undefined || v === null || typeof v === 'string' || typeof v === 'boolean' || typeof v === 'number' || typeof v === 'bigint') return false
   if (v instanceof Date) return false
   const t = (v as Bson)._bsontype
@@ -144,9 +162,13 @@ export function compareExact (a: unknown, b: unknown): number | undefined {
   return undefined
 }
 
-/** Whether `undefined` is anywhere in a value (documents, arrays, Maps; not inside BSON values). */
+/**
+ * Whether a value holds anything the driver does not send as it is: `undefined` (sent as null,
+ * or left out with ignoreUndefined) or a transformed value (a toBSON() method…), anywhere in
+ * documents, arrays and Maps (not inside BSON values).
+ */
 export function hasUndefined (v: unknown): boolean {
-  if (v === undefined) return true
+  if (v === undefined || transformed(v)) return true
   if (Array.isArray(v)) {
     for (const x of v) if (hasUndefined(x)) return true
     return false

@@ -1,9 +1,10 @@
 import { Binary, BSON } from 'mongodb'
 import type { Document } from 'mongodb'
 import { targetOf, targetOfId } from '../write/target.js'
-import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteOp } from '../write/write-op.js'
-import { equalities, idTargetOf, matches, type Filter } from './filter-facts.js'
-import { UNKNOWN, valueHash, valueKeys } from './value-keys.js'
+import type { WriteOp } from '../write/write-op.js'
+import { equalities, type Filter } from './filter-facts.js'
+import { emptyFootprint, footprintOf, type Footprint } from './footprint.js'
+import { keyOf } from './value-keys.js'
 
 /**
  * What one acknowledged batch did, as far as other instances' caches are concerned: which
@@ -11,7 +12,7 @@ import { UNKNOWN, valueHash, valueKeys } from './value-keys.js'
  * Never the documents themselves: values a write gave to fields travel only as 32-bit hashes
  * (a collision drops an entry too many, never one too few).
  *
- * A receiver drops (write-effects.ts#applyRemote):
+ * A receiver drops (remoteFootprint, then write-effects.ts#applyRemote):
  * - `all`: every entry of the collection (a write whose filter the cache does not decide, or
  *   with a collation);
  * - `ids`: the entries holding one of these documents, and cached reads by these `_id`s
@@ -44,91 +45,46 @@ export const MESSAGE_VERSION = 1
 /** Past this size a message says "drop the collection" instead (`all`). */
 export const MAX_MESSAGE_BYTES = 64 * 1024
 
-/** Collects a batch's effects, deduplicated. */
-class Summary {
-  readonly ids = new Map<string, unknown>()
-  readonly filters = new Map<string, Filter>()
-  readonly hashes = new Set<number>()
-  readonly fields = new Set<string>()
-  anyField = false
-  all = false
-
-  id (value: unknown): void {
-    this.ids.set(targetOfId(value), value)
+/**
+ * The effects of acknowledged writes (one batch: one collection), as the merged footprint of
+ * its writes (footprint.ts#footprintOf, the same footprint a write queued here has) put on the
+ * wire. `upsertedIdOf(i)` is the `_id` the i-th write upserted, if it did.
+ */
+export function summarize (ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown): RemoteWrite {
+  const ids = new Map<string, unknown>()
+  const filters = new Map<string, Filter>()
+  const hashes = new Set<number>()
+  const fields = new Set<string>()
+  let anyField = false
+  let all = false
+  for (let i = 0; i < ops.length; i++) {
+    const fp = footprintOf(ops[i] as WriteOp, true, upsertedIdOf(i))
+    // a filter not decided here may have touched anything
+    all ||= fp.all || fp.anyDoc
+    fp.ids.forEach((t, k) => ids.set(t, fp.idValues[k]))
+    fp.newIds.forEach((t, k) => ids.set(t, fp.newIdValues[k]))
+    for (const f of fp.filters) filters.set(targetOf(f), f)
+    for (const h of fp.hashes) hashes.add(h)
+    for (const f of fp.fields) fields.add(f)
+    anyField ||= fp.anyField
   }
-
-  /** `field` now holds `value` in some document. */
-  value (field: string, value: unknown): void {
-    for (const key of valueKeys(value)) {
-      if (key === UNKNOWN) this.fields.add(field)
-      else this.hashes.add(valueHash(field, key))
-    }
-  }
-
-  document (doc: Document | undefined): void {
-    if (doc === undefined) { this.anyField = true; return }
-    for (const field in doc) this.value(field, doc[field])
-  }
-
-  update (update: Document | Document[] | undefined): void {
-    if (update === undefined || Array.isArray(update)) { this.anyField = true; return }
-    for (const operator in update) {
-      const fields: unknown = update[operator]
-      if (fields === null || typeof fields !== 'object') { this.anyField = true; continue }
-      for (const path in fields) {
-        if (operator === '$unset') continue // a missing field equals no scalar: it makes nothing match
-        const root = path.split('.')[0] as string
-        const to: unknown = (fields as Document)[path]
-        if ((operator === '$set' || operator === '$setOnInsert') && root === path) this.value(root, to)
-        else this.fields.add(root)
-        if (operator === '$rename' && typeof to === 'string') this.fields.add(to.split('.')[0] as string)
-      }
-    }
-  }
-
-  result (): RemoteWrite {
-    return {
-      ids: [...this.ids.values()],
-      filters: [...this.filters.values()],
-      hashes: [...this.hashes],
-      fields: [...this.fields],
-      anyField: this.anyField,
-      all: this.all,
-    }
-  }
+  return { ids: [...ids.values()], filters: [...filters.values()], hashes: [...hashes], fields: [...fields], anyField, all }
 }
 
 /**
- * The effects of acknowledged writes (one batch: one collection). `upsertedIdOf(i)` is the
- * `_id` the i-th write upserted, if it did.
+ * A received batch as a footprint: the receiver cannot tell a document changed from one
+ * created, so every `_id` counts as both.
  */
-export function summarize (ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown): RemoteWrite {
-  const s = new Summary()
-  for (let i = 0; i < ops.length; i++) {
-    const op = ops[i] as WriteOp
-    const body = op.body
-    if (op.kind === INSERT) {
-      s.id(op.id)
-      s.document(body.document)
-      continue
-    }
-    if (body.collation !== undefined) s.all = true // strings compared by the collation: not decided here
-    else if (idTargetOf(body.filter) !== undefined) s.id(body.filter._id)
-    else if (equalities(body.filter) !== undefined) s.filters.set(targetOf(body.filter), body.filter)
-    else s.all = true
-    const upserted = upsertedIdOf(i)
-    if (upserted !== undefined) s.id(upserted)
-    if (op.kind === DELETE_ONE || op.kind === DELETE_MANY) continue
-    // an upsert may insert a document made of its filter's equalities
-    if (body.upsert === true) {
-      const eq = equalities(body.filter)
-      if (eq === undefined) s.anyField = true
-      else for (const [field, value] of eq) s.value(field, value)
-    }
-    if (op.kind === REPLACE_ONE) s.document(body.replacement)
-    else s.update(body.update)
-  }
-  return s.result()
+export function remoteFootprint (write: RemoteWrite): Footprint {
+  const fp = emptyFootprint()
+  fp.all = write.all
+  fp.ids = fp.newIds = write.ids.map(keyOf)
+  fp.idValues = fp.newIdValues = write.ids
+  fp.filters = write.filters
+  fp.hashes = write.hashes
+  fp.fields = write.fields
+  fp.anyField = write.anyField
+  return fp
 }
 
 /** One BSON document: `{ v, s, c, i?, q?, h?, f?, a?, w? }`; `_id`s keep their BSON types. */
@@ -207,33 +163,4 @@ export function decode (bytes: Uint8Array): BusMessage {
   if (a !== undefined && typeof a !== 'boolean') throw new TypeError('a is not a boolean')
   write.anyField = a === true
   return { source: s, name: c, write }
-}
-
-/**
- * Whether a remote write may have changed the answer `doc` of findOne(`filter`): the same
- * rules as write-effects.ts#applyRemote applies to cached entries, for a load in flight.
- * `idKnown`: the answer's `_id` is its document's own (a projection neither left it out nor
- * computed it).
- */
-export function remoteAffects (write: RemoteWrite, doc: Document | null, filter: Filter, projected: boolean, idKnown = !projected): boolean {
-  if (write.all) return true
-  const filterId = idTargetOf(filter)
-  const docId = doc === null || doc._id === undefined || !idKnown ? undefined : targetOfId(doc._id)
-  // a document whose _id the answer does not show may be any of the written ones
-  if (doc !== null && docId === undefined && write.ids.length > 0) return true
-  for (const id of write.ids) {
-    const target = targetOfId(id)
-    if (target === filterId || target === docId) return true
-  }
-  if (doc !== null && write.filters.length > 0) {
-    if (projected) return true
-    for (const f of write.filters) if (matches(f, doc) !== false) return true
-  }
-  if (filterId !== undefined) return false
-  const eq = equalities(filter)
-  if (eq === undefined || write.anyField) return true
-  for (const [field, value] of eq) {
-    if (write.fields.includes(field) || write.hashes.includes(valueHash(field, targetOfId(value)))) return true
-  }
-  return false
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { Logger } from '../logger.js'
 import type { WriteOp } from '../write/write-op.js'
 import { decode, encode, summarize, type BusMessage } from './bus-message.js'
+import { Heartbeat } from './heartbeat.js'
 
 /**
  * The part of an ioredis client the cache bus uses (a structural type: ioredis is an optional
@@ -11,7 +12,7 @@ export interface RedisClientLike {
   /** 'wait', 'connecting', 'connect', 'ready', 'close', 'reconnecting', 'end' */
   readonly status: string
   publish (channel: string, message: Buffer): Promise<unknown>
-  subscribe (channel: string): Promise<unknown>
+  subscribe (...channels: string[]): Promise<unknown>
   duplicate (override?: Record<string, unknown>): RedisClientLike
   on (event: string, listener: (...args: unknown[]) => void): unknown
   quit (): Promise<unknown>
@@ -41,8 +42,10 @@ export interface BusStats {
   received: number
   /** malformed messages dropped */
   dropped: number
-  /** times the subscription was lost after it had been up */
+  /** times the subscription was lost, or the heartbeat stopped coming back, after it had been up */
   outages: number
+  /** the liveness heartbeat (heartbeat.ts): sent and received, its interval, its worst detection time */
+  heartbeats: { sent: number, received: number, intervalMs: number, detectionMs: number }
 }
 
 /** At most one warning per this long for malformed messages (a flood must not flood the log). */
@@ -62,7 +65,9 @@ interface RedisModule { Redis?: RedisConstructor, default?: RedisConstructor }
  * told when the subscription is up or down so it can stop trusting its entries.
  *
  * Own messages are recognised by the instance id they carry and ignored: the writes were
- * applied to this cache when they were queued.
+ * applied to this cache when they were queued. A heartbeat (heartbeat.ts) on a channel of
+ * this instance's own checks the whole loop: when it stops coming back (Redis frozen, a
+ * partition) the bus counts as offline, as when the subscription is lost.
  */
 export class CacheBus {
   readonly instanceId = randomUUID()
@@ -82,11 +87,23 @@ export class CacheBus {
   #warnedPublish = false
   #lastMalformedWarn = -Infinity
   #stats = { published: 0, received: 0, dropped: 0, outages: 0 }
+  readonly #heartbeatChannel: string
+  readonly #heartbeat: Heartbeat
+  static readonly #BEAT = Buffer.from('hb')
 
   constructor (options: ResolvedBusOptions, logger: Logger | undefined, listener: BusListener) {
     this.#options = options
     this.#logger = logger
     this.#listener = listener
+    this.#heartbeatChannel = `${options.channel}:heartbeat:${this.instanceId}`
+    this.#heartbeat = new Heartbeat(options.offlineTtlMs, {
+      send: () => {
+        const pub = this.#pub
+        if (pub?.status === 'ready') pub.publish(this.#heartbeatChannel, CacheBus.#BEAT).catch(() => { /* a beat not coming back says it */ })
+      },
+      stale: () => { this.#stale() },
+      fresh: () => { this.#fresh() },
+    })
     const { redis } = options
     if (typeof redis === 'string') {
       import('ioredis').then((mod: unknown) => {
@@ -106,7 +123,7 @@ export class CacheBus {
   get online (): boolean { return this.#online }
 
   stats (): BusStats {
-    return { online: this.#online, ...this.#stats }
+    return { online: this.#online, ...this.#stats, heartbeats: { sent: this.#heartbeat.sent, received: this.#heartbeat.received, intervalMs: this.#heartbeat.intervalMs, detectionMs: this.#heartbeat.detectionMs } }
   }
 
   /** Tells the other instances about an acknowledged batch. Never throws, never waits. */
@@ -132,6 +149,7 @@ export class CacheBus {
     if (this.#closed) return
     this.#closed = true
     this.#online = false
+    this.#heartbeat.stop()
     this.#sub?.disconnect()
     const pub = this.#pub
     if (pub !== undefined && this.#ownPub) {
@@ -163,13 +181,15 @@ export class CacheBus {
     sub.on('close', () => { this.#lost() })
     sub.on('end', () => { this.#lost() })
     if (sub.status === 'ready') this.#subscribe(sub)
+    this.#heartbeat.start()
   }
 
   #subscribe (sub: RedisClientLike): void {
     const generation = this.#generation
-    sub.subscribe(this.#options.channel).then(() => {
+    sub.subscribe(this.#options.channel, this.#heartbeatChannel).then(() => {
       if (this.#closed || generation !== this.#generation || this.#online) return
       this.#online = true
+      this.#heartbeat.arm()
       if (this.#warnedDown) {
         this.#logger?.warn({ channel: this.#options.channel },
           this.#everOnline ? 'cache bus: subscribed again; entries cached before the outage are dropped' : 'cache bus: subscribed; caching starts')
@@ -182,11 +202,30 @@ export class CacheBus {
 
   #lost (): void {
     this.#generation++
+    this.#heartbeat.disarm()
     if (!this.#online || this.#closed) return
     this.#online = false
     this.#stats.outages++
     this.#listener.offline()
     this.#down(undefined)
+  }
+
+  /** Our heartbeat stopped coming back while subscribed: offline until it does. */
+  #stale (): void {
+    if (!this.#online || this.#closed) return
+    this.#online = false
+    this.#stats.outages++
+    this.#listener.offline()
+    this.#down(new Error(`no heartbeat back from Redis for ${this.#heartbeat.deadlineMs} ms (frozen, or a network partition)`))
+  }
+
+  /** The heartbeat is back and the subscription never went away: online again (the cache drops what it had). */
+  #fresh (): void {
+    if (this.#online || this.#closed) return
+    this.#online = true
+    this.#logger?.warn({ channel: this.#options.channel }, 'cache bus: heartbeat back; entries cached before the outage are dropped')
+    this.#warnedDown = false
+    this.#listener.online()
   }
 
   /** Once per outage (and once at a start that cannot reach Redis). */
@@ -199,7 +238,13 @@ export class CacheBus {
   }
 
   #message (channel: Buffer, bytes: Buffer): void {
-    if (this.#closed || channel.toString() !== this.#options.channel) return
+    if (this.#closed) return
+    const name = channel.toString()
+    if (name === this.#heartbeatChannel) {
+      this.#heartbeat.beat()
+      return
+    }
+    if (name !== this.#options.channel) return
     let message: BusMessage
     try {
       message = decode(bytes)

@@ -1,7 +1,9 @@
 import type { Document } from 'mongodb'
-import { targetOfId } from '../write/target.js'
-import { equalities, fieldsOf, idTargetOf, type Filter } from './filter-facts.js'
-import { UNKNOWN, valueHash, valueKeys } from './value-keys.js'
+import { BSON } from 'mongodb'
+import type { Filter } from './filter-facts.js'
+import { ALL, answerKeys, answerOf, docFieldKey, docFieldKeys, idKey, type Answer } from './footprint.js'
+import { KeyIndex } from './key-index.js'
+import { keyOf, UNKNOWN } from './value-keys.js'
 
 /** One cached findOne answer: the server's BSON bytes, decoded per hit (callers may mutate what they get). */
 export interface Entry {
@@ -9,22 +11,21 @@ export interface Entry {
   /** collection name */
   name: string
   filter: Filter
-  /** top-level fields the filter mentions */
-  fields: Set<string>
+  /** target of the `_id` the filter pins alone, if it does */
+  filterId: string | undefined
   projected: boolean
-  /**
-   * the answer's `_id` is the document's own (false: a projection left it out or computed
-   * it; a write by `_id` cannot tell whether it holds that document)
-   */
-  idKnown: boolean
   /** the document's BSON, or null for a cached "not found" */
   bytes: Uint8Array | null
-  /** target of the document's _id, when the answer shows it (idKnown) */
+  /**
+   * target of the document's `_id` when the answer shows it (or the filter pins it);
+   * undefined: a projection left it out or computed it, a write by `_id` cannot tell
+   * whether the entry holds that document
+   */
   idTarget: string | undefined
   /** keys of the indexes this entry is listed under, but the per-field ones */
   indexKeys: string[]
-  /** per top-level field of its document: the per-field index keys it is listed under */
-  fieldKeys: Map<string, string[]>
+  /** per top-level field of its (unprojected) document: the per-field index keys it is listed under */
+  fieldKeys: Map<string, string[]> | undefined
   expires: number
   /** performance.now() when the read that made it was sent: how old its answer may be */
   readAt: number
@@ -32,20 +33,19 @@ export interface Entry {
 
 export interface StoreLimits { maxEntries: number, maxBytes: number }
 
-const EMPTY: readonly Entry[] = []
+/** Decoding for decisions: every number keeps its BSON type. */
+const EXACT = { promoteValues: false, promoteLongs: false } as const
 
 /**
  * The cached entries: LRU by entries and bytes (a Map's insertion order is the LRU order),
- * both limits held at all times (patches included). Indexed by collection, by document
- * `_id` (or as holding a document whose `_id` is not shown), by top-level field value (so a
- * write by `{ email }` finds the entries it may touch without decoding the others), and
- * cached "not found" answers by collection; for the cache
- * bus (write-effects.ts#applyRemote) also by the `_id` a filter pins and by the hashes of a
- * filter's equalities. Lookups return copies: callers may remove while iterating.
+ * both limits held at all times (patches included). Each entry is listed under its answer's
+ * index keys (footprint.ts#answerKeys, per collection): a write looks up its footprint's keys
+ * and visits only the entries it may affect — never every entry, nor every cached "not found".
+ * Lookups return copies: callers may remove while iterating.
  */
 export class EntryStore {
   readonly #entries = new Map<string, Entry>()
-  readonly #index = new Map<string, Set<Entry>>()
+  readonly #index = new KeyIndex<Entry>()
   #bytes = 0
   evictions = 0
 
@@ -69,13 +69,13 @@ export class EntryStore {
 
   put (key: string, name: string, filter: Filter, projected: boolean, bytes: Uint8Array | null, doc: Document | null, ttlMs: number, readAt: number, idKnown = !projected): void {
     const entry: Entry = {
-      key, name, filter, fields: fieldsOf(filter), projected, idKnown, bytes, idTarget: undefined, indexKeys: [], fieldKeys: new Map(), expires: Date.now() + ttlMs, readAt,
+      key, name, filter, filterId: undefined, projected, bytes, idTarget: undefined, indexKeys: [], fieldKeys: undefined, expires: Date.now() + ttlMs, readAt,
     }
     const old = this.#entries.get(key)
     if (old !== undefined) this.remove(old)
     this.#entries.set(key, entry)
     this.#bytes += bytes?.byteLength ?? 0
-    this.#indexEntry(entry, doc)
+    this.#indexEntry(entry, answerOf(filter, doc, projected, idKnown), doc)
     this.#evict()
   }
 
@@ -89,14 +89,14 @@ export class EntryStore {
     entry.bytes = bytes
     if (roots === null || roots.has('_id')) {
       this.#unindex(entry)
-      this.#indexEntry(entry, doc)
-    } else {
+      this.#indexEntry(entry, answerOf(entry.filter, doc, entry.projected, entry.idTarget !== undefined), doc)
+    } else if (!entry.projected) {
       for (const field of roots) {
-        const old = entry.fieldKeys.get(field)
-        if (old !== undefined) this.#drop(entry, old)
-        entry.fieldKeys.delete(field)
-        if (Object.hasOwn(doc, field)) this.#add(entry, entry.fieldKeys, field, doc[field])
+        const old = entry.fieldKeys?.get(field)
+        if (old !== undefined) this.#index.unlist(entry.name, entry, old)
+        entry.fieldKeys?.delete(field)
       }
+      docFieldKeys(doc, (field, keys) => { if (roots.has(field)) this.#listField(entry, field, keys) })
     }
     this.#evict()
   }
@@ -108,49 +108,40 @@ export class EntryStore {
     this.#unindex(entry)
   }
 
-  has (name: string): boolean { return this.#index.has(`c\0${name}`) }
+  has (name: string): boolean { return this.#index.has(name, ALL) }
   /** Whether `entry` is still the one stored under its key. */
   holds (entry: Entry): boolean { return this.#entries.get(entry.key) === entry }
   /** Every entry of a collection. */
-  inCollection (name: string): readonly Entry[] { return this.#list(`c\0${name}`) }
+  inCollection (name: string): readonly Entry[] { return this.#index.under(name, [ALL]) }
   /** Entries holding the document whose `_id` has this target. */
-  withId (name: string, idTarget: string): readonly Entry[] { return this.#list(`i\0${name}\0${idTarget}`) }
-  /** Cached "not found" answers of a collection. */
-  negatives (name: string): readonly Entry[] { return this.#list(`n\0${name}`) }
-  /** Entries of reads by one `_id` (`{ _id: v }`, any projection, cached nulls included). */
-  byFilterId (name: string, idTarget: string): readonly Entry[] { return this.#list(`l\0${name}\0${idTarget}`) }
-  /** Entries whose filter (not a lone `_id`) has an equality `field: value` of this hash (value-keys.ts#valueHash). */
-  byValueHash (name: string, hash: number): readonly Entry[] { return this.#list(`h\0${name}\0${hash}`) }
-  /** Entries holding a document whose `_id` the answer does not show (a projection left it out or computed it). */
-  unknownIds (name: string): readonly Entry[] { return this.#list(`u\0${name}`) }
-  /** Entries of projected reads (they may lack the fields a write's filter tests). */
-  projected (name: string): readonly Entry[] { return this.#list(`p\0${name}`) }
-  /** Entries whose filter (not a lone `_id`) tests `field` for equality with `value` (the keys of a value: see valueKeys). */
-  byFilterValue (name: string, field: string, value: unknown): readonly Entry[] {
-    const out: Entry[] = []
-    for (const key of valueKeys(value)) if (key !== UNKNOWN) out.push(...this.#list(`q\0${name}\0${field}\0${key}`))
-    return out
-  }
-
-  /** Entries whose filter (not a lone `_id`) tests `field`; `field` undefined: every such entry. */
-  byFilterField (name: string, field?: string): readonly Entry[] {
-    return this.#list(field === undefined ? `qa\0${name}` : `qf\0${name}\0${field}`)
-  }
-
-  /** Entries whose document may hold `value` in top-level `field` (equal, in an array, or of a type not decided). */
+  withId (name: string, idTarget: string): readonly Entry[] { return this.#index.under(name, [idKey(idTarget)]) }
+  /** Entries whose (unprojected) document may hold `value` in top-level `field` (equal, in an array, or of a type not decided). */
   withField (name: string, [field, value]: [string, unknown]): readonly Entry[] {
-    return [...this.#list(`f\0${name}\0${field}\0${targetOfId(value)}`), ...this.#list(`f\0${name}\0${field}\0${UNKNOWN}`)]
+    return this.candidates(name, [docFieldKey(field, keyOf(value)), docFieldKey(field, UNKNOWN)])
+  }
+
+  /** The entries listed under any of these keys (footprint.ts#footprintKeys), each once: a copy. */
+  candidates (name: string, keys: readonly string[]): Entry[] {
+    return this.#index.under(name, keys)
+  }
+
+  /** An entry as footprint.ts#affects sees it (its document decoded only if asked). */
+  answer (e: Entry): Answer {
+    let doc: Document | undefined
+    return {
+      filter: e.filter,
+      filterId: e.filterId,
+      found: e.bytes !== null,
+      doc: () => (doc ??= BSON.deserialize(e.bytes as Uint8Array, EXACT)),
+      projected: e.projected,
+      idTarget: e.idTarget,
+    }
   }
 
   clear (): void {
     this.#entries.clear()
     this.#index.clear()
     this.#bytes = 0
-  }
-
-  #list (key: string): readonly Entry[] {
-    const set = this.#index.get(key)
-    return set === undefined ? EMPTY : [...set]
   }
 
   #evict (): void {
@@ -162,63 +153,23 @@ export class EntryStore {
     }
   }
 
-  #indexEntry (entry: Entry, doc: Document | null): void {
-    const keys = entry.indexKeys = [`c\0${entry.name}`]
-    const eq = equalities(entry.filter)
-    const filterId = idTargetOf(entry.filter)
-    if (filterId !== undefined) {
-      keys.push(`l\0${entry.name}\0${filterId}`)
-    } else if (eq !== undefined) {
-      // a filter that other documents may come to match: findable by what a write changes
-      keys.push(`qa\0${entry.name}`)
-      for (const [field, value] of eq) {
-        const valueKey = targetOfId(value)
-        keys.push(`qf\0${entry.name}\0${field}`, `q\0${entry.name}\0${field}\0${valueKey}`, `h\0${entry.name}\0${valueHash(field, valueKey)}`)
-      }
-    }
-    if (doc === null) {
-      keys.push(`n\0${entry.name}`)
-    } else {
-      if (entry.projected) keys.push(`p\0${entry.name}`)
-      if (entry.idKnown && doc._id !== undefined) {
-        entry.idTarget = targetOfId(doc._id)
-        keys.push(`i\0${entry.name}\0${entry.idTarget}`)
-      } else {
-        keys.push(`u\0${entry.name}`)
-      }
-    }
-    this.#enlist(entry, keys)
-    if (doc !== null) for (const field in doc) this.#add(entry, entry.fieldKeys, field, doc[field])
+  #indexEntry (entry: Entry, a: Answer, doc: Document | null): void {
+    entry.filterId = a.filterId
+    entry.idTarget = a.idTarget
+    entry.indexKeys = answerKeys(a)
+    this.#index.list(entry.name, entry, entry.indexKeys)
+    if (doc !== null && !entry.projected) docFieldKeys(doc, (field, keys) => { this.#listField(entry, field, keys) })
   }
 
-  /** Lists `entry` under the per-field keys of `value` in `field`. */
-  #add (entry: Entry, fieldKeys: Map<string, string[]>, field: string, value: unknown): void {
-    const keys: string[] = []
-    for (const valueKey of valueKeys(value)) keys.push(`f\0${entry.name}\0${field}\0${valueKey}`)
-    fieldKeys.set(field, keys)
-    this.#enlist(entry, keys)
-  }
-
-  #enlist (entry: Entry, keys: readonly string[]): void {
-    for (const key of keys) {
-      let set = this.#index.get(key)
-      if (set === undefined) this.#index.set(key, set = new Set())
-      set.add(entry)
-    }
-  }
-
-  #drop (entry: Entry, keys: readonly string[]): void {
-    for (const key of keys) {
-      const set = this.#index.get(key)
-      set?.delete(entry)
-      if (set?.size === 0) this.#index.delete(key)
-    }
+  #listField (entry: Entry, field: string, keys: string[]): void {
+    (entry.fieldKeys ??= new Map()).set(field, keys)
+    this.#index.list(entry.name, entry, keys)
   }
 
   #unindex (entry: Entry): void {
-    this.#drop(entry, entry.indexKeys)
-    for (const keys of entry.fieldKeys.values()) this.#drop(entry, keys)
+    this.#index.unlist(entry.name, entry, entry.indexKeys)
+    if (entry.fieldKeys !== undefined) for (const keys of entry.fieldKeys.values()) this.#index.unlist(entry.name, entry, keys)
     entry.indexKeys = []
-    entry.fieldKeys.clear()
+    entry.fieldKeys = undefined
   }
 }

@@ -1,6 +1,6 @@
 import type { Document } from 'mongodb'
 import { targetOf } from '../write/target.js'
-import { equalsScalar, isExactScalar } from './bson-values.js'
+import { equalsScalar, isExactScalar, transformed } from './bson-values.js'
 
 /**
  * What the cache can decide about filters without asking the server — exactly, or not at all.
@@ -18,6 +18,7 @@ export type Filter = Document
 
 /** The filter's equalities when it has the one decidable shape, else undefined. */
 export function equalities (filter: Filter): Array<[string, unknown]> | undefined {
+  if (!isPlainDocument(filter)) return undefined
   const out: Array<[string, unknown]> = []
   for (const field in filter) {
     if (field.length === 0 || field.charCodeAt(0) === 36 /* $ */ || field.includes('.')) return undefined
@@ -26,6 +27,17 @@ export function equalities (filter: Filter): Array<[string, unknown]> | undefine
     out.push([field, value])
   }
   return out.length === 0 ? undefined : out
+}
+
+/**
+ * Whether the driver sends `doc` as its own enumerable fields, the ones for..in visits: a
+ * plain object (no class, whose inherited fields for..in would see and the driver would not),
+ * without toBSON().
+ */
+export function isPlainDocument (doc: unknown): doc is Document {
+  if (doc === null || typeof doc !== 'object' || transformed(doc)) return false
+  const proto: unknown = Object.getPrototypeOf(doc)
+  return proto === Object.prototype || proto === null
 }
 
 /** Whether `doc` matches `filter`: true / false, or undefined when it cannot be decided exactly. */

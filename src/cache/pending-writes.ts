@@ -1,67 +1,75 @@
-import type { Document } from 'mongodb'
-import { targetOfId } from '../write/target.js'
-import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteOp } from '../write/write-op.js'
-import { disjoint, fieldsOf, idTargetOf, intersects, matches, updatedRoots, type Filter } from './filter-facts.js'
+import type { Filter } from './filter-facts.js'
+import { idTargetOf } from './filter-facts.js'
+import { INSERT, type WriteOp } from '../write/write-op.js'
+import { affects, answerKeys, docFieldKeys, documentKeys, footprintKeys, footprintOf, idKey, newIdKey, type Answer, type Footprint } from './footprint.js'
+import { KeyIndex } from './key-index.js'
 
-/** One collection's writes queued and not yet settled. */
-interface Writes {
-  /** each write's sequence number (order of queuing) */
-  seq: Map<WriteOp, number>
-  /** writes by target (`{ _id }` of inserts, the filter of a write by one `_id`) */
-  byTarget: Map<string, Set<WriteOp>>
-  /** writes whose filter is not one `_id`: they may touch any document */
-  wide: Set<WriteOp>
+/** A write the cache has seen queued: pending, or settled and kept for the reads that ran meanwhile. */
+interface Noted {
+  name: string
+  /** order of queuing */
+  seq: number
+  fp: Footprint
+  /** its footprint's index keys */
+  keys: readonly string[]
+  /** the document it is known to touch (caught up when none of its writes is pending) */
+  target: string | undefined
+  /** -1 while pending; else the settle count when it settled */
+  settled: number
 }
+
+/** What the writes noted around one read say about its answer. */
+export interface ReadCheck {
+  /** queued before the read was sent and still pending, and may change its answer: wait, read again */
+  missed: WriteOp[]
+  /** queued before the read was sent, settled while it ran, may change it: the answer may or may not show it */
+  late: boolean
+  /** queued after the read was sent (pending or not), may change it: the answer is not cached */
+  noted: boolean
+}
+
+/** Where a read stands: writes queued up to `startSeq` are before it, settles from `settleMark` on during it. */
+export interface ReadMark { startSeq: number, settleMark: number }
 
 const NONE: readonly WriteOp[] = []
 
 /**
- * The writes the cache has seen queued and not yet settled, indexed so that a read costs
- * O(writes to its document), not O(all pending): by target, plus the few "wide" writes whose
- * filter is not a single `_id`. Only a read that found nothing looks at every pending write
- * of its collection (any of them might create a match).
+ * The writes the cache has seen queued, indexed by their footprint's keys (footprint.ts), so
+ * that a read checks only the writes that may affect its answer: O(those), never O(all
+ * pending). A settled write stays listed while a read that ran when it settled is still
+ * running (that read may or may not show it), then goes; reads are kept in the order they
+ * started, so the oldest one says what may go.
  */
 export class PendingWrites {
   /** sequence number of the next write */
   seq = 0
-  readonly #byName = new Map<string, Writes>()
+  #settles = 0
+  readonly #noted = new Map<WriteOp, Noted>()
+  /** the noted writes, listed under their footprint's keys */
+  readonly #index = new KeyIndex<WriteOp>()
+  /** settled writes still listed, in settle order (#head: the first still there) */
+  #kept: WriteOp[] = []
+  #head = 0
+  /** reads running, in the order they (last) started, with their settle marks */
+  readonly #reads = new Map<object, number>()
   readonly #waiters = new Map<WriteOp, Array<() => void>>()
 
-  add (name: string, op: WriteOp): void {
-    let w = this.#byName.get(name)
-    if (w === undefined) this.#byName.set(name, w = { seq: new Map(), byTarget: new Map(), wide: new Set() })
-    w.seq.set(op, this.seq++)
-    const target = targetOfWrite(op)
-    if (target === undefined) {
-      w.wide.add(op)
-    } else {
-      let set = w.byTarget.get(target)
-      if (set === undefined) w.byTarget.set(target, set = new Set())
-      set.add(op)
-    }
-  }
-
-  /** The write's sequence number while it is pending. */
-  seqOf (name: string, op: WriteOp): number | undefined {
-    return this.#byName.get(name)?.seq.get(op)
+  /** Notes a queued write (its footprint computed once, here, unless given). */
+  add (name: string, op: WriteOp, fp: Footprint = footprintOf(op), keys: readonly string[] = footprintKeys(fp)): void {
+    const target = op.kind === INSERT ? fp.newIds[0] : op.body.collation === undefined ? fp.ids[0] : undefined
+    this.#noted.set(op, { name, seq: this.seq++, fp, keys, target, settled: -1 })
+    this.#index.list(name, op, keys)
   }
 
   /** Returns the `_id` target of the write's document when no other write to it is pending any more. */
   settle (name: string, op: WriteOp): string | undefined {
-    const w = this.#byName.get(name)
+    const n = this.#noted.get(op)
     let caughtUp: string | undefined
-    if (w?.seq.delete(op) === true) {
-      const target = targetOfWrite(op)
-      if (target === undefined) {
-        w.wide.delete(op)
-      } else {
-        const set = w.byTarget.get(target)
-        set?.delete(op)
-        if (set?.size === 0) {
-          w.byTarget.delete(target)
-          caughtUp = target
-        }
-      }
+    if (n !== undefined && n.settled === -1) {
+      n.settled = this.#settles++
+      if (n.target !== undefined && !this.#touched(name, n.target)) caughtUp = n.target
+      if (this.#reads.size === 0) this.#forget(op, n)
+      else this.#kept.push(op)
     }
     const waiters = this.#waiters.get(op)
     if (waiters !== undefined) {
@@ -71,37 +79,75 @@ export class PendingWrites {
     return caughtUp
   }
 
+  /** Every pending write of a collection (O(writes noted): for a read the cache does not key, which waits for them all). */
   all (name: string): readonly WriteOp[] {
-    const w = this.#byName.get(name)
-    return w === undefined ? NONE : [...w.seq.keys()]
-  }
-
-  /** For a read by one `_id`: the writes queued to that document (and the wide ones). */
-  toTarget (name: string, filter: Filter): readonly WriteOp[] {
-    const w = this.#byName.get(name)
-    const id = idTargetOf(filter)
-    if (w === undefined || id === undefined) return NONE
-    return [...(w.byTarget.get(id) ?? NONE), ...w.wide]
-  }
-
-  /** Writes queued before `startSeq` and still pending that may change the answer `doc` to `filter`. */
-  missedBy (name: string, filter: Filter, doc: Document | null, startSeq: number, projected: boolean): WriteOp[] {
-    const w = this.#byName.get(name)
-    if (w === undefined || w.seq.size === 0) return []
-    const candidates = doc === null || projected || doc._id === undefined
-      ? w.seq.keys()
-      : [...(w.byTarget.get(targetOfId(doc._id)) ?? NONE), ...w.wide]
     const out: WriteOp[] = []
-    for (const op of candidates) {
-      if ((w.seq.get(op) ?? Infinity) < startSeq && affects(op, doc, filter, projected)) out.push(op)
-    }
+    for (const [op, n] of this.#noted) if (n.name === name && n.settled === -1) out.push(op)
     return out
   }
 
-  /** Whether any of `ops` may change the answer `doc` to `filter`. */
-  raced (ops: readonly WriteOp[], doc: Document | null, filter: Filter, projected: boolean): boolean {
-    for (const op of ops) if (affects(op, doc, filter, projected)) return true
-    return false
+  /** Whether a write known to touch the document `target` is still pending. */
+  #touched (name: string, target: string): boolean {
+    const pending = (op: WriteOp): boolean => {
+      const n = this.#noted.get(op) as Noted
+      return n.settled === -1 && n.target === target
+    }
+    return this.#index.some(name, idKey(target), pending) || this.#index.some(name, newIdKey(target), pending)
+  }
+
+  /**
+   * For a read by one `_id`, before it is sent: the pending writes that may change or create
+   * that document, or touch any (the writes by another field are judged once its answer is
+   * known: check()).
+   */
+  toTarget (name: string, filter: Filter): readonly WriteOp[] {
+    const id = idTargetOf(filter)
+    if (id === undefined) return NONE
+    const out: WriteOp[] = []
+    for (const op of this.#index.under(name, documentKeys(id))) if (this.#noted.get(op)?.settled === -1) out.push(op)
+    return out
+  }
+
+  /** A read starts (or starts again): from now on, settled writes are kept for it. */
+  begin (read: object): ReadMark {
+    this.#reads.delete(read)
+    this.#reads.set(read, this.#settles)
+    return { startSeq: this.seq, settleMark: this.#settles }
+  }
+
+  /** A read is over: the writes kept only for it go. */
+  end (read: object): void {
+    this.#reads.delete(read)
+    const oldest = this.#reads.size === 0 ? Infinity : this.#reads.values().next().value as number
+    while (this.#head < this.#kept.length) {
+      const op = this.#kept[this.#head] as WriteOp
+      const n = this.#noted.get(op)
+      if (n !== undefined && n.settled >= oldest) break
+      if (n !== undefined) this.#forget(op, n)
+      this.#head++
+    }
+    if (this.#head > 1024 && this.#head * 2 > this.#kept.length) {
+      this.#kept = this.#kept.slice(this.#head)
+      this.#head = 0
+    }
+  }
+
+  /** The writes noted around a read (`mark`) that may change its answer `a`. */
+  check (name: string, a: Answer, mark: ReadMark): ReadCheck {
+    const out: ReadCheck = { missed: [], late: false, noted: false }
+    const keys = answerKeys(a)
+    if (a.found && !a.projected) docFieldKeys(a.doc(), (_, fieldKeys) => { keys.push(...fieldKeys) })
+    // an answer that does not show its _id may be any document: every noted write is a candidate
+    const candidates = a.found && a.idTarget === undefined ? [...this.#noted.keys()].filter(op => this.#noted.get(op)?.name === name) : this.#index.under(name, keys)
+    for (const op of candidates) {
+      const n = this.#noted.get(op) as Noted
+      if (n.seq < mark.startSeq && n.settled !== -1 && n.settled < mark.settleMark) continue // the answer shows it
+      if (!affects(n.fp, a)) continue
+      if (n.seq >= mark.startSeq) out.noted = true
+      else if (n.settled === -1) out.missed.push(op)
+      else out.late = true
+    }
+    return out
   }
 
   /** Resolves once every given write has settled; sends the queue at once. */
@@ -114,30 +160,9 @@ export class PendingWrites {
       list.push(resolve)
     })))
   }
-}
 
-/**
- * The document a write is known to touch, or undefined for a write that may touch several (a
- * collation compares strings its own way: `{ _id: 'A' }` may select `'a'`).
- */
-function targetOfWrite (op: WriteOp): string | undefined {
-  if (op.kind === INSERT) return op.target
-  return op.body.collation === undefined ? idTargetOf(op.body.filter) : undefined
-}
-
-/** Whether `op` could change what findOne(filter) returns, given what it returned (`doc`). */
-export function affects (op: WriteOp, doc: Document | null, filter: Filter, projected: boolean): boolean {
-  if (op.kind === INSERT) return doc === null && matches(filter, op.body.document) !== false
-  const body = op.body
-  if (body.collation !== undefined) return true // strings compared by the collation, not decided here
-  if (doc !== null) {
-    if (projected || doc._id === undefined) return !disjoint(body.filter, filter)
-    const id = idTargetOf(body.filter)
-    if (id !== undefined) return id === targetOfId(doc._id)
-    return matches(body.filter, doc) !== false
+  #forget (op: WriteOp, n: Noted): void {
+    this.#noted.delete(op)
+    this.#index.unlist(n.name, op, n.keys)
   }
-  if (op.kind === DELETE_ONE || op.kind === DELETE_MANY) return false
-  const roots = updatedRoots(body.update)
-  if ((body.upsert === true || op.kind === REPLACE_ONE) && !disjoint(body.filter, filter)) return true
-  return roots === null || op.kind === REPLACE_ONE || intersects(roots, fieldsOf(filter))
 }

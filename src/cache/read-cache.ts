@@ -3,12 +3,14 @@ import type { Collection, Document, FindOptions } from 'mongodb'
 import { InvalidWriteError, describe } from '../errors.js'
 import type { Logger, ResolvedCacheOptions } from '../options.js'
 import { INSERT, type WriteOp } from '../write/write-op.js'
-import { remoteAffects, type BusMessage } from './bus-message.js'
+import { remoteFootprint, type BusMessage } from './bus-message.js'
 import { CacheBus, type BusStats } from './bus.js'
 import { EntryStore } from './entry-store.js'
 import type { Filter } from './filter-facts.js'
-import { PendingWrites } from './pending-writes.js'
+import { affects, answerOf, emptyFootprint, footprintKeys, footprintOf, type Answer, type Footprint } from './footprint.js'
+import { PendingWrites, type ReadMark } from './pending-writes.js'
 import { cacheable, readKey, showsId } from './read-key.js'
+import { wellFormed } from './value-keys.js'
 import { WriteEffects } from './write-effects.js'
 
 /**
@@ -21,10 +23,10 @@ import { WriteEffects } from './write-effects.js'
  * has the types an uncached read would have.
  *
  * Read-your-writes, per process: a write through the buffer is applied to the cached answers
- * it may change when it is queued (write-effects.ts); a miss reads, then checks the writes
- * queued before it that may affect its answer (pending-writes.ts, indexed by target) and, if
- * there are any, waits for them and reads again; an answer that raced a write is returned but
- * not cached. If a non-insert write then fails, the collection's entries are dropped (a patch
+ * it may change when it is queued (write-effects.ts, by its footprint: footprint.ts); a miss
+ * reads, then checks the writes noted around it that may affect its answer (pending-writes.ts,
+ * indexed by footprint): those queued before it and still pending are waited for and the read
+ * is made again; an answer that raced a write is returned but not cached. If a non-insert write then fails, the collection's entries are dropped (a patch
  * may show a write that did not happen). Other processes' writes are seen after at most ttlMs,
  * or, with the cache bus (bus.ts), when their batch's message arrives.
  *
@@ -43,6 +45,8 @@ export interface ReadCacheStats {
   invalidations: number
   patches: number
   evictions: number
+  /** reads sent to the server because the cache does not key them (filter shape, options, a value the driver transforms) */
+  uncacheable: number
   entries: number
   bytes: number
   /** with `cache.bus`: its state and message counts */
@@ -56,14 +60,12 @@ interface Flight {
   projected: boolean
   /** the answer's `_id` is its document's own (see showsId) */
   idKnown: boolean
-  /** write sequence number when the read was sent */
-  startSeq: number
-  /** writes noted while it runs: they may race it */
-  noted: WriteOp[]
-  /** writes queued before it was sent that settled while it ran: it may or may not show them */
-  late: WriteOp[]
+  /** where the read stands among the writes noted (pending-writes.ts) */
+  mark: ReadMark
+  /** no write noted since the read was sent could change its answer: a joiner may take it */
+  clean: boolean
   /** other instances' batches announced while it runs: they may race it */
-  remote: BusMessage[]
+  remote: Footprint[]
   /** the bus epoch when the read was sent (the subscription went down or up since: not cached) */
   busEpoch: number
   /** performance.now() when the read was sent */
@@ -83,7 +85,7 @@ export class ReadCache {
   #sendNow: () => void = () => {}
   readonly #flights = new Map<string, Flight>()
   readonly #flightsByName = new Map<string, Set<Flight>>()
-  #stats = { hits: 0, misses: 0, dedupes: 0 }
+  #stats = { hits: 0, misses: 0, dedupes: 0, uncacheable: 0 }
   readonly #bus: CacheBus | undefined
   /** the bus's subscription is confirmed (always true without a bus) */
   #trusted: boolean
@@ -136,12 +138,13 @@ export class ReadCache {
 
   /** Another instance's batch: drop what it may have changed, fence the loads it may race. */
   #remote (message: BusMessage): void {
-    const { name, write } = message
-    this.#effects.applyRemote(name, write)
+    const { name } = message
+    const fp = remoteFootprint(message.write)
+    this.#effects.applyRemote(name, fp)
     const flights = this.#flightsByName.get(name)
     if (flights === undefined) return
     for (const flight of flights) {
-      flight.remote.push(message)
+      flight.remote.push(fp)
       // a read starting from now must not take an answer read before the write
       if (this.#flights.get(flight.key) === flight) this.#flights.delete(flight.key)
     }
@@ -168,8 +171,10 @@ export class ReadCache {
     if (filter === null || typeof filter !== 'object' || Array.isArray(filter)) {
       throw new InvalidWriteError(`filter must be a plain object, got ${describe(filter)}`)
     }
-    const f = filter as Filter
+    // strings as the driver sends them: '\uD800' and '\uFFFD' are one value on the server
+    const f = wellFormed(filter as Filter)
     if (!cacheable(f, options)) {
+      this.#stats.uncacheable++
       // read-your-writes still holds: the writes this read may depend on land first
       await this.#pending.settled(this.#pending.all(name), this.#sendNow)
       return collection.findOne(f, options)
@@ -188,7 +193,7 @@ export class ReadCache {
       // Join the read in progress; take its answer only if it would be cached, i.e. no write
       // noted since it was sent (before or after we joined) could change it.
       const bytes = await flight.promise
-      if (!this.#pending.raced(flight.noted, exactDoc(bytes), f, flight.projected)) {
+      if (flight.clean) {
         this.#stats.dedupes++
         return decode(bytes)
       }
@@ -196,7 +201,7 @@ export class ReadCache {
     }
     this.#stats.misses++
     const own: Flight = {
-      key, name, projected: projection !== undefined, idKnown: projection === undefined || showsId(projection), startSeq: 0, noted: [], late: [], remote: [], busEpoch: 0, readAt: 0, promise: null as unknown as Promise<Uint8Array | null>,
+      key, name, projected: projection !== undefined, idKnown: projection === undefined || showsId(projection), mark: { startSeq: 0, settleMark: 0 }, clean: false, remote: [], busEpoch: 0, readAt: 0, promise: null as unknown as Promise<Uint8Array | null>,
     }
     // registered before the load starts: its `finally` must find it to remove it
     this.#flights.set(key, own)
@@ -211,10 +216,9 @@ export class ReadCache {
     const { name } = flight
     try {
       let bytes: Uint8Array | null = null
+      let answer: Answer
       for (let read = 0; ; read++) {
-        flight.startSeq = this.#pending.seq
-        flight.noted = []
-        flight.late = []
+        flight.mark = this.#pending.begin(flight)
         // a read by _id waits for the writes queued to that document first (cheap and exact)
         const before = this.#pending.toTarget(name, filter)
         if (before.length > 0) await this.#pending.settled(before, this.#sendNow)
@@ -223,25 +227,27 @@ export class ReadCache {
         flight.readAt = performance.now()
         bytes = await collection.findOne<Uint8Array>(filter, { ...options, raw: true })
         // writes queued before this read that may change its answer: wait for them, read again
-        const doc = exactDoc(bytes)
-        const missed = this.#pending.missedBy(name, filter, doc, flight.startSeq, flight.projected)
-        if (missed.length === 0 && !this.#pending.raced(flight.late, doc, filter, flight.projected)) break
-        await this.#pending.settled(missed, this.#sendNow)
+        answer = answerOf(filter, exactDoc(bytes), flight.projected, flight.idKnown)
+        const check = this.#pending.check(name, answer, flight.mark)
+        flight.clean = !check.noted
+        if (check.missed.length === 0 && !check.late) break
+        await this.#pending.settled(check.missed, this.#sendNow)
         if (read + 1 >= MAX_REREADS) {
           // still racing writes: answer from a read made after they all settled, uncached
+          flight.clean = false
           return await collection.findOne<Uint8Array>(filter, { ...options, raw: true })
         }
       }
       // cache only if no write noted since the read was sent could have changed the answer,
       // here or (cache bus) in another instance, and the bus said nothing was missed meanwhile
-      const doc = exactDoc(bytes)
-      if (!this.#pending.raced(flight.noted, doc, filter, flight.projected) && flight.busEpoch === this.#busEpoch &&
-          !raced(flight.remote, doc, filter, flight.projected, flight.idKnown) && this.#servable(flight.readAt)) {
+      if (flight.clean && flight.busEpoch === this.#busEpoch && !raced(flight.remote, answer) && this.#servable(flight.readAt)) {
+        const doc = answer.found ? answer.doc() : null
         const ttlMs = bytes === null ? this.#options.negativeTtlMs : this.#options.ttlMs
         if (ttlMs > 0) this.#store.put(flight.key, name, filter, flight.projected, bytes, doc, ttlMs, flight.readAt, flight.idKnown)
       }
       return bytes
     } finally {
+      this.#pending.end(flight)
       if (this.#flights.get(flight.key) === flight) this.#flights.delete(flight.key)
       this.#flightsByName.get(name)?.delete(flight)
     }
@@ -249,19 +255,21 @@ export class ReadCache {
 
   /** A write was queued: keep every cached answer it may change in step with it. Never throws. */
   noteWrite (name: string, op: WriteOp): void {
-    this.#pending.add(name, op)
-    const flights = this.#flightsByName.get(name)
-    if (flights !== undefined) for (const flight of flights) flight.noted.push(op)
-    this.#effects.apply(name, op)
+    let fp: Footprint
+    try {
+      fp = footprintOf(op)
+    } catch {
+      // not expected of a validated write; if it happens, the write may touch anything
+      fp = emptyFootprint()
+      fp.all = true
+    }
+    const keys = footprintKeys(fp)
+    this.#pending.add(name, op, fp, keys)
+    this.#effects.apply(name, op, fp, keys)
   }
 
   /** A write settled. A failed one (other than an insert) may have been patched into entries: drop them. */
   settleWrite (name: string, op: WriteOp, ok: boolean): void {
-    const flights = this.#flightsByName.get(name)
-    if (flights !== undefined && flights.size > 0) {
-      const seq = this.#pending.seqOf(name, op) ?? Infinity
-      for (const flight of flights) if (seq < flight.startSeq) flight.late.push(op)
-    }
     const caughtUp = this.#pending.settle(name, op)
     if (caughtUp !== undefined) this.#effects.caughtUp(name, caughtUp)
     if (!ok && op.kind !== INSERT) this.#effects.invalidateAll(name)
@@ -272,10 +280,10 @@ function exactDoc (bytes: Uint8Array | null): Document | null {
   return bytes === null ? null : BSON.deserialize(bytes, EXACT)
 }
 
-/** Whether any of these remote batches may have changed the answer `doc` to `filter` (when in doubt: yes). */
-function raced (messages: readonly BusMessage[], doc: Document | null, filter: Filter, projected: boolean, idKnown: boolean): boolean {
+/** Whether any of these remote batches may have changed the answer (when in doubt: yes). */
+function raced (remote: readonly Footprint[], answer: Answer): boolean {
   try {
-    for (const m of messages) if (remoteAffects(m.write, doc, filter, projected, idKnown)) return true
+    for (const fp of remote) if (affects(fp, answer)) return true
     return false
   } catch {
     return true

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { Binary, BSON, Decimal128, Double, Int32, Long, ObjectId, UUID, type Document } from 'mongodb'
-import { decode, encode, MAX_MESSAGE_BYTES, remoteAffects, summarize, type RemoteWrite } from '../../src/cache/bus-message.js'
+import { decode, encode, MAX_MESSAGE_BYTES, remoteFootprint, summarize, type RemoteWrite } from '../../src/cache/bus-message.js'
+import { affects, answerOf } from '../../src/cache/footprint.js'
 import { EntryStore } from '../../src/cache/entry-store.js'
 import { valueHash } from '../../src/cache/value-keys.js'
 import { WriteEffects } from '../../src/cache/write-effects.js'
@@ -12,6 +13,7 @@ import { targetOfId } from '../../src/write/target.js'
 /** The cache bus's messages and what they drop: no Redis here (test/cache-bus.test.ts has the real one). */
 
 const none = (): undefined => undefined
+const remoteAffects = (write: RemoteWrite, doc: Document | null, filter: Document, projected: boolean): boolean => affects(remoteFootprint(write), answerOf(filter, doc, projected))
 const roundTrip = (write: RemoteWrite): RemoteWrite => decode(encode('me', 'users', write)).write
 
 describe('cache bus messages', () => {
@@ -139,7 +141,7 @@ describe('remote invalidation (WriteEffects#applyRemote) and the fence (remoteAf
         const doc = docs[key] ?? null
         store.put(key, 'users', f, false, doc === null ? null : BSON.serialize(doc), doc, 60_000, 0)
       }
-      new WriteEffects(store).applyRemote('users', roundTrip(write))
+      new WriteEffects(store).applyRemote('users', remoteFootprint(roundTrip(write)))
       const dropped = filters.map(f => JSON.stringify(f)).filter(k => store.get(k, 0) === undefined)
       expect(dropped).toEqual(expected[label])
       const fenced = filters.filter(f => remoteAffects(write, docs[JSON.stringify(f)] ?? null, f, false)).map(f => JSON.stringify(f))

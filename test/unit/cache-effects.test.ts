@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest'
 import { BSON, Double, type Document } from 'mongodb'
 import { numeric } from '../../src/cache/bson-values.js'
-import { remoteAffects, summarize } from '../../src/cache/bus-message.js'
+import { remoteFootprint, summarize, type RemoteWrite } from '../../src/cache/bus-message.js'
 import { EntryStore } from '../../src/cache/entry-store.js'
 import { matches } from '../../src/cache/filter-facts.js'
-import { affects, PendingWrites } from '../../src/cache/pending-writes.js'
+import { affects as footprintAffects, answerOf, footprintOf } from '../../src/cache/footprint.js'
+import { PendingWrites } from '../../src/cache/pending-writes.js'
 import { WriteEffects } from '../../src/cache/write-effects.js'
 import { buildDelete, buildReplace, buildUpdate } from '../../src/write/build-op.js'
 import type { WriteOp } from '../../src/write/write-op.js'
@@ -12,6 +13,10 @@ import type { WriteOp } from '../../src/write/write-op.js'
 /** What a write does to cached entries (WriteEffects, local and remote), without a server. */
 
 const none = (): undefined => undefined
+/** Whether a pending write / a remote batch may change the answer `doc` to `filter` (one rule: footprint.ts#affects). */
+const affects = (op: WriteOp, doc: Document | null, filter: Document, projected: boolean): boolean => footprintAffects(footprintOf(op), answerOf(filter, doc, projected))
+const remoteAffects = (write: RemoteWrite, doc: Document | null, filter: Document, projected: boolean, idKnown?: boolean): boolean =>
+  footprintAffects(remoteFootprint(write), answerOf(filter, doc, projected, idKnown))
 
 /** A store holding one answer per [key, filter, doc, projected, idKnown]. */
 function storeOf (entries: Array<[string, Document, Document | null, boolean, boolean]>): EntryStore {
@@ -43,7 +48,7 @@ describe('answers whose projection hides _id', () => {
     it(`a remote ${label} drops them, and fences such a load in flight`, () => {
       const store = storeOf(entries())
       const write = summarize([op], none)
-      new WriteEffects(store).applyRemote('users', write)
+      new WriteEffects(store).applyRemote('users', remoteFootprint(write))
       expect(kept(store, keys)).toEqual(['other'])
       expect(remoteAffects(write, { name: 'old' }, { email: 'a@x' }, true, false)).toBe(true)
       expect(remoteAffects(write, { _id: 'a@x', name: 'old' }, { email: 'a@x' }, true, false)).toBe(true)
@@ -71,7 +76,7 @@ describe('entries patched ahead of the server by writes still pending here', () 
   })
   it('a remote write by another field drops them too', () => {
     const { store, effects } = setup()
-    effects.applyRemote('users', summarize([buildUpdate(false, { email: 'e' }, { $set: { name: 'x' } }, undefined)], none))
+    effects.applyRemote('users', remoteFootprint(summarize([buildUpdate(false, { email: 'e' }, { $set: { name: 'x' } }, undefined)], none)))
     expect(kept(store, ['one', 'two'])).toEqual(['two'])
   })
   it('once the patching write settled (the server has it), they are judged like any entry again', () => {
@@ -192,7 +197,7 @@ describe('a write with a collation (its filter compares strings its own way; the
       const pending = new PendingWrites()
       pending.add('users', op)
       expect(pending.toTarget('users', { _id: 'a' })).toEqual([op])
-      expect(pending.missedBy('users', { _id: 'a' }, { _id: 'a', plan: 'free' }, 1, false)).toEqual([op])
+      expect(pending.check('users', answerOf({ _id: 'a' }, { _id: 'a', plan: 'free' }, false), { startSeq: 1, settleMark: 0 }).missed).toEqual([op])
       expect(summarize([op], none).all).toBe(true)
     })
   }

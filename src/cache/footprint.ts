@@ -1,0 +1,284 @@
+import type { Document } from 'mongodb'
+import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteOp } from '../write/write-op.js'
+import { hasUndefined } from './bson-values.js'
+import { equalities, idTargetOf, isPlainDocument, matches, type Filter } from './filter-facts.js'
+import { keyOf, UNKNOWN, valueHash, valueKeys, wellFormed } from './value-keys.js'
+
+/**
+ * A write's footprint: what it may change, as far as cached answers are concerned. One shape
+ * for a write queued here (built when it is queued), a write still pending (the same object),
+ * and another instance's batch (bus-message.ts carries it, merged over the batch). One rule,
+ * `affects(footprint, answer)`, says whether it may change a cached answer, a load in flight
+ * or an answer a read is about to cache; patching a cached document is separate
+ * (write-effects.ts).
+ *
+ * Both sides also have index keys (`footprintKeys`, `answerKeys`) in one key space: a footprint
+ * can affect an answer only if they share a key, so entries are indexed by their answer's keys
+ * and pending writes by their footprint's, and each side finds the other's candidates without
+ * visiting the rest.
+ */
+export interface Footprint {
+  /** may change any answer (a collation compares strings its own way; a remote batch not decided) */
+  all: boolean
+  /** may change any existing document (a filter the cache does not decide) */
+  anyDoc: boolean
+  /** documents it may change or delete: the targets of their `_id`s (idValues: the `_id`s themselves) */
+  ids: string[]
+  idValues: unknown[]
+  /** documents it may create: the targets of their `_id`s (newIdValues: the `_id`s) */
+  newIds: string[]
+  newIdValues: unknown[]
+  /** may create a document whose `_id` is not known yet (an upsert by another field) */
+  anyNewId: boolean
+  /** equality filters of writes whose document's `_id` is not known: some document matching one changes */
+  filters: Filter[]
+  /** "field now holds value" in some document, as valueHash(field, valueKey) */
+  hashes: number[]
+  /** fields now holding values not told ($inc, $push, a dotted path…) */
+  fields: string[]
+  /** any field may now hold anything (a pipeline, a replacement not known) */
+  anyField: boolean
+  /** the new documents in full, when known (a local insert): matched instead of judged by hashes */
+  docs: Document[] | undefined
+}
+
+/** The empty list every footprint starts with (shared, frozen: a write's lists are made when something goes in). */
+const NONE = Object.freeze([]) as unknown as never[]
+
+export function emptyFootprint (): Footprint {
+  return { all: false, anyDoc: false, ids: NONE, idValues: NONE, newIds: NONE, newIdValues: NONE, anyNewId: false, filters: NONE, hashes: NONE, fields: NONE, anyField: false, docs: undefined }
+}
+
+/** `list` with `x` in it (a new list if it was the shared empty one). */
+function added<T> (list: T[], x: T): T[] {
+  if (list === NONE) return [x]
+  if (!list.includes(x)) list.push(x)
+  return list
+}
+
+const lookups = new WeakMap<readonly unknown[], Set<unknown>>()
+/** Whether `list` holds `x`: a scan for a short list (one write's), a Set made once for a long one (a batch's). */
+function holds<T> (list: readonly T[], x: T): boolean {
+  if (list.length <= 8) return list.includes(x)
+  let set = lookups.get(list)
+  if (set === undefined) lookups.set(list, set = new Set(list))
+  return set.has(x)
+}
+
+/** `field` now holds `value` in some document. */
+function value (fp: Footprint, field: string, v: unknown): void {
+  for (const key of valueKeys(v)) {
+    if (key === UNKNOWN) fp.fields = added(fp.fields, field)
+    else fp.hashes = added(fp.hashes, valueHash(field, key))
+  }
+}
+
+function document (fp: Footprint, doc: Document | undefined): void {
+  if (!isPlainDocument(doc)) { fp.anyField = true; return } // sent as something else (toBSON…), or not known
+  for (const field in doc) value(fp, field, doc[field])
+}
+
+/** The fields an update changes: by value for a top-level `$set`, by name for anything else. */
+function update (fp: Footprint, u: Document | Document[] | undefined): void {
+  if (!isPlainDocument(u) || Array.isArray(u)) { fp.anyField = true; return } // a pipeline, or sent as something else
+  for (const operator in u) {
+    const fields: unknown = (u)[operator]
+    if (!isPlainDocument(fields)) { fp.anyField = true; continue }
+    for (const path in fields) {
+      if (operator === '$unset') continue // a missing field equals no scalar: it makes nothing match
+      const dot = path.indexOf('.')
+      const root = dot === -1 ? path : path.slice(0, dot)
+      const to: unknown = (fields)[path]
+      if ((operator === '$set' || operator === '$setOnInsert') && root === path) value(fp, root, to)
+      else fp.fields = added(fp.fields, root)
+      if (operator === '$rename' && typeof to === 'string') fp.fields = added(fp.fields, to.split('.')[0] as string)
+    }
+  }
+}
+
+/** The `_id` an upsert gives the document it creates, if the write says it. */
+function createdId (filter: Filter, u: Document | Document[] | undefined, replacement: Document | undefined): { id: unknown } | undefined {
+  if (Object.hasOwn(filter, '_id') && equalities(filter) !== undefined) return { id: filter._id }
+  if (replacement !== undefined) return Object.hasOwn(replacement, '_id') ? { id: replacement._id } : undefined
+  if (u === undefined || Array.isArray(u)) return undefined
+  for (const operator of ['$set', '$setOnInsert']) {
+    const fields: unknown = u[operator]
+    if (fields !== null && typeof fields === 'object' && Object.hasOwn(fields, '_id')) return { id: (fields as Document)._id }
+  }
+  return undefined
+}
+
+/**
+ * The footprint of one write. `acknowledged`: the server answered it, and `upserted` is the
+ * `_id` it upserted, if it did (then what it created is known); else the write is still
+ * pending and an upsert may create a document of any `_id` its filter allows. Every string is
+ * taken as the driver encodes it (value-keys.ts#wellFormed).
+ */
+export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unknown): Footprint {
+  const fp = emptyFootprint()
+  if (op.kind === INSERT) {
+    const doc = wellFormed(op.body.document as Document)
+    fp.newIds = [keyOf(op.id)]
+    fp.newIdValues = [op.id]
+    // matched as it is only if sent as it is (a value with toBSON is judged by its field alone)
+    if (isPlainDocument(doc) && !hasUndefined(doc)) fp.docs = [doc]
+    document(fp, doc)
+    return fp
+  }
+  const body = op.body
+  if (body.collation !== undefined) { fp.all = true; return fp } // strings compared by the collation: not decided here
+  const filter = wellFormed(body.filter)
+  const id = idTargetOf(filter)
+  const eq = id === undefined ? equalities(filter) : undefined
+  if (id !== undefined) {
+    fp.ids = [id]
+    fp.idValues = [filter._id]
+  } else if (eq !== undefined) fp.filters = [filter]
+  else fp.anyDoc = true
+  if (acknowledged && upserted !== undefined) {
+    fp.newIds = [keyOf(upserted)]
+    fp.newIdValues = [upserted]
+  }
+  if (op.kind === DELETE_ONE || op.kind === DELETE_MANY) return fp
+  const u = wellFormed(body.update)
+  const replacement = op.kind === REPLACE_ONE ? wellFormed(body.replacement) : undefined
+  if (body.upsert === true) {
+    // it may insert a document made of its filter's equalities and its update
+    if (id !== undefined) value(fp, '_id', filter._id)
+    else if (eq === undefined) fp.anyField = true
+    else for (const [field, v] of eq) value(fp, field, v)
+    if (!acknowledged) {
+      const created = createdId(filter, u, replacement)
+      if (created === undefined) fp.anyNewId = true
+      else {
+        fp.newIds = [keyOf(created.id)]
+        fp.newIdValues = [created.id]
+      }
+    }
+  }
+  if (op.kind === REPLACE_ONE) document(fp, replacement)
+  else update(fp, u)
+  return fp
+}
+
+/** A cached answer (or one a read is about to cache) as `affects` sees it. */
+export interface Answer {
+  filter: Filter
+  /** target of the `_id` the filter pins alone (`{ _id: v }`), if it does */
+  filterId: string | undefined
+  /** a document was found (false: a cached "not found") */
+  found: boolean
+  /** the document, decoded exactly (numbers keep their BSON types); asked only for a found, unprojected answer */
+  doc: () => Document
+  projected: boolean
+  /** target of the document's own `_id` when the answer shows it (or the filter pins it) */
+  idTarget: string | undefined
+}
+
+/** An answer from a decoded document. `idKnown`: the answer's `_id` is its document's own (see read-key.ts#showsId). */
+export function answerOf (filter: Filter, doc: Document | null, projected: boolean, idKnown = !projected): Answer {
+  const filterId = idTargetOf(filter)
+  const idTarget = doc === null ? undefined : filterId ?? (idKnown && doc._id !== undefined ? keyOf(doc._id) : undefined)
+  return { filter, filterId, found: doc !== null, doc: () => doc as Document, projected, idTarget }
+}
+
+/** Whether a write of footprint `fp` may change `answer` (when in doubt: yes). */
+export function affects (fp: Footprint, a: Answer): boolean {
+  if (fp.all) return true
+  if (a.found) {
+    if (fp.anyDoc) return true
+    // a document whose _id the answer does not show may be any of the written ones
+    if (a.idTarget === undefined ? fp.ids.length > 0 : holds(fp.ids, a.idTarget)) return true
+    if (fp.filters.length > 0) {
+      if (a.projected) return true // the projection may hide the fields a filter tests
+      const doc = a.doc()
+      for (const f of fp.filters) if (matches(f, doc) !== false) return true
+    }
+  } else if (a.filterId !== undefined) {
+    return fp.anyNewId || holds(fp.newIds, a.filterId)
+  }
+  if (a.filterId !== undefined) return false
+  // another document may come to match the filter (and be the server's answer instead)
+  if (fp.docs !== undefined) {
+    for (const d of fp.docs) if (matches(a.filter, d) !== false) return true
+    return false
+  }
+  if (fp.anyField) return true
+  for (const field in a.filter) {
+    if (holds(fp.fields, field) || holds(fp.hashes, valueHash(field, keyOf(a.filter[field])))) return true
+  }
+  return false
+}
+
+// Index keys (per collection). affects(fp, a) implies footprintKeys(fp) ∩ answerKeys(a) ≠ ∅.
+export const ALL = '*'
+const FOUND = '+'
+const UNKNOWN_ID = 'u'
+const PROJECTED = 'p'
+const ANY_NEW_ID = 'n*'
+const ANY_FIELD = 'fa'
+export const idKey = (target: string): string => `i\0${target}`
+export const newIdKey = (target: string): string => `n\0${target}`
+/** a found, unprojected document holds a value of this key in `field` */
+export const docFieldKey = (field: string, valueKey: string): string => `f\0${field}\0${valueKey}`
+const hashKey = (hash: number): string => `h\0${hash}`
+const fieldKey = (field: string): string => `ff\0${field}`
+
+export function footprintKeys (fp: Footprint): string[] {
+  if (fp.all) return [ALL]
+  const keys: string[] = []
+  if (fp.anyDoc) keys.push(FOUND)
+  for (const t of fp.ids) keys.push(idKey(t))
+  for (const t of fp.newIds) keys.push(newIdKey(t))
+  if (fp.anyNewId) keys.push(ANY_NEW_ID)
+  if (fp.filters.length > 0) {
+    keys.push(PROJECTED)
+    for (const f of fp.filters) {
+      // the first equality is enough: a document matching the filter holds its value (or one not decided)
+      const [field, v] = (equalities(f) as Array<[string, unknown]>)[0] as [string, unknown]
+      keys.push(docFieldKey(field, keyOf(v)), docFieldKey(field, UNKNOWN))
+    }
+  }
+  for (const h of fp.hashes) keys.push(hashKey(h))
+  for (const f of fp.fields) keys.push(fieldKey(f))
+  if (fp.anyField) keys.push(ANY_FIELD)
+  return keys
+}
+
+/**
+ * The keys under which the cached entries a footprint may affect are listed: its own keys,
+ * and the answers that do not show their `_id` when it changes documents by `_id` (pending
+ * writes are not listed under that key: a read of such an answer checks every noted write).
+ */
+export function entryKeys (fp: Footprint, keys: readonly string[]): readonly string[] {
+  return fp.ids.length > 0 && !fp.all ? [...keys, UNKNOWN_ID] : keys
+}
+
+/** The keys of the footprints that may change or create the document of `_id` target `t`, or touch any. */
+export function documentKeys (t: string): string[] {
+  return [ALL, FOUND, idKey(t), newIdKey(t), ANY_NEW_ID]
+}
+
+/**
+ * The keys of an answer, but the per-field keys of its document (`docFieldKeys`), which the
+ * entry store keeps apart so that a patch redoes only the fields it changed.
+ */
+export function answerKeys (a: Answer): string[] {
+  const keys = [ALL]
+  if (a.found) {
+    keys.push(FOUND, a.idTarget === undefined ? UNKNOWN_ID : idKey(a.idTarget))
+    if (a.projected) keys.push(PROJECTED)
+  } else if (a.filterId !== undefined) {
+    keys.push(newIdKey(a.filterId), ANY_NEW_ID)
+  }
+  if (a.filterId === undefined) {
+    keys.push(ANY_FIELD)
+    for (const field in a.filter) keys.push(fieldKey(field), hashKey(valueHash(field, keyOf(a.filter[field]))))
+  }
+  return keys
+}
+
+/** The per-field keys of a found, unprojected answer's document: one list per top-level field. */
+export function docFieldKeys (doc: Document, each: (field: string, keys: string[]) => void): void {
+  for (const field in doc) each(field, valueKeys(doc[field]).map(k => docFieldKey(field, k)))
+}

@@ -1,0 +1,62 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { Heartbeat } from '../../src/cache/heartbeat.js'
+
+/** The cache bus's liveness rule, on fake timers (test/cache-bus-frozen.test.ts freezes a real Redis). */
+
+beforeEach(() => { vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'performance'] }) })
+afterEach(() => { vi.useRealTimers() })
+
+function beat (offlineTtlMs: number): { hb: Heartbeat, events: string[] } {
+  const events: string[] = []
+  const hb = new Heartbeat(offlineTtlMs, { send: () => { events.push('send') }, stale: () => { events.push('stale') }, fresh: () => { events.push('fresh') } })
+  return { hb, events }
+}
+
+describe('heartbeat', () => {
+  it('its interval follows offlineTtlMs (÷ 5, within 50…100 ms); a freeze is noticed within 3 intervals (≤ 300 ms)', () => {
+    expect([0, 250, 500, 60_000].map(t => [beat(t).hb.intervalMs, beat(t).hb.detectionMs])).toEqual([[50, 150], [50, 150], [100, 300], [100, 300]])
+  })
+
+  it('beats coming back keep it fresh; none for 2 intervals makes it stale once; one back makes it fresh', () => {
+    const { hb, events } = beat(0)
+    hb.start()
+    hb.arm()
+    for (let i = 0; i < 10; i++) { vi.advanceTimersByTime(50); hb.beat() }
+    expect(events.filter(e => e !== 'send')).toEqual([])
+    vi.advanceTimersByTime(150) // three ticks without a beat back
+    expect(events.filter(e => e !== 'send')).toEqual(['stale'])
+    vi.advanceTimersByTime(500)
+    expect(events.filter(e => e !== 'send')).toEqual(['stale'])
+    hb.beat()
+    expect(events.filter(e => e !== 'send')).toEqual(['stale', 'fresh'])
+    expect(hb.sent).toBe(23) // one per interval, whatever comes back
+    hb.stop()
+  })
+
+  it('no verdict before the subscription is confirmed, nor after it is lost (the bus is offline anyway)', () => {
+    const { hb, events } = beat(0)
+    hb.start()
+    vi.advanceTimersByTime(1000)
+    hb.arm()
+    hb.disarm()
+    vi.advanceTimersByTime(1000)
+    hb.beat()
+    expect(events.filter(e => e !== 'send')).toEqual([])
+    hb.stop()
+  })
+
+  it('a tick that runs late (the event loop was blocked: beats may be waiting in the socket) gives no verdict', () => {
+    const { hb, events } = beat(0)
+    hb.start()
+    hb.arm()
+    vi.advanceTimersByTime(50)
+    hb.beat()
+    // the loop blocked for 400 ms: the clock moves, the interval's callbacks did not run meanwhile
+    const now = performance.now()
+    vi.spyOn(performance, 'now').mockReturnValue(now + 400)
+    vi.advanceTimersToNextTimer()
+    vi.restoreAllMocks()
+    expect(events.filter(e => e !== 'send')).toEqual([])
+    hb.stop()
+  })
+})
