@@ -1,20 +1,11 @@
 import { targetOfId } from '../write/target.js'
 import { equalsScalar, isExactScalar } from './bson-values.js'
+import { wellFormedString } from '../write/wire-string.js'
 
 /** A field value an index cannot key (a type equality is not decided for): listed for every lookup of its field. */
 export const UNKNOWN = '?'
 
-/** ES2024 string methods (Node ≥ 20 has them; the compiled lib is ES2022). */
-interface WellFormedString { isWellFormed: () => boolean, toWellFormed: () => string }
-
-/**
- * A string as the driver encodes it: js-bson writes strings (values and field names) as UTF-8
- * through Buffer#write, which replaces each lone UTF-16 surrogate with U+FFFD — exactly what
- * String#toWellFormed does. So `'\uD800'` and `'\uFFFD'` are one value on the server.
- */
-export function wellFormedString (s: string): string {
-  return (s as unknown as WellFormedString).isWellFormed() ? s : (s as unknown as WellFormedString).toWellFormed()
-}
+export { wellFormedString } from '../write/wire-string.js'
 
 /** Whether a string, or any string or field name inside plain objects and arrays, is not well-formed. */
 function illFormed (v: unknown): boolean {

@@ -8,6 +8,7 @@
  */
 
 import { BSON } from 'mongodb'
+import { wellFormedString } from './wire-string.js'
 
 interface BsonLike { _bsontype?: unknown, toHexString?: () => string }
 
@@ -23,7 +24,8 @@ function numberKey (n: number): string {
 
 function scalarKey (v: unknown): string | undefined {
   switch (typeof v) {
-    case 'string': return 's' + v
+    // as the driver sends it: a lone surrogate is U+FFFD on the wire, so '\uD800' and '\uFFFD' are one document
+    case 'string': return 's' + wellFormedString(v)
     case 'number': return numberKey(v)
     case 'boolean': return v ? 'T' : 'F'
     case 'bigint': return 'n' + String(v)
@@ -64,7 +66,7 @@ function canonical (v: unknown, sortKeys: boolean): string {
   let keys = Object.keys(v)
   if (sortKeys || (keys.length > 0 && (keys[0] as string).charCodeAt(0) === 36)) keys = keys.sort()
   let out = '{'
-  for (const k of keys) out += JSON.stringify(k) + ':' + canonical((v as Record<string, unknown>)[k], false) + ','
+  for (const k of keys) out += JSON.stringify(wellFormedString(k)) + ':' + canonical((v as Record<string, unknown>)[k], false) + ','
   return out + '}'
 }
 

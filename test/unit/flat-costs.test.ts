@@ -50,3 +50,15 @@ describe('the server bounds a batch', () => {
     expect(fake.docs('c')).toHaveLength(120)
   })
 })
+
+describe('targets as the driver sends them', () => {
+  it("'\\uD800' and '\\uFFFD' are one document on the server (a lone surrogate is sent as U+FFFD): their writes keep their order", async () => {
+    const { fake, c } = harness({ coalesce: false })
+    await Promise.all([
+      c.updateOne({ _id: '\uD800' }, { $set: { v: 1 } }),
+      c.updateOne({ _id: '\uFFFD' }, { $set: { v: 2 } }),
+    ])
+    // not one unordered bulkWrite (no order between them): the second waits for the first
+    expect(fake.calls.map(call => call.models.length)).toEqual([1, 1])
+  })
+})
