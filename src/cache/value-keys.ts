@@ -1,6 +1,6 @@
 import { targetOfId } from '../write/target.js'
 import { equalsScalar, isExactScalar } from './bson-values.js'
-import { wellFormedString } from '../write/wire-string.js'
+import { wellFormedString, type WellFormedString } from '../write/wire-string.js'
 
 /** A field value an index cannot key (a type equality is not decided for): listed for every lookup of its field. */
 export const UNKNOWN = '?'

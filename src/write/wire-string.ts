@@ -1,5 +1,5 @@
 /** ES2024 string methods (Node ≥ 20 has them; the compiled lib is ES2022). */
-interface WellFormedString { isWellFormed: () => boolean, toWellFormed: () => string }
+export interface WellFormedString { isWellFormed: () => boolean, toWellFormed: () => string }
 
 /**
  * A string as the driver encodes it: js-bson writes strings (values and field names) as UTF-8
