@@ -46,6 +46,8 @@ const SUITES = { raw: rawSuite, overhead: overheadSuite, http: httpSuite, loadCu
 
 const started = performance.now()
 const report = { mode, startedAt: new Date().toISOString(), durationMs: 0, machine: await machineInfo(uri), suites: {}, targets: [] }
+const measured = report.machine.server
+console.error(`[bench] measuring ${measured.source} ${measured.version} (engine ${measured.engine}; reports MongoDB ${measured.reportsMongoVersion}) at ${uri.replace(/\/\/[^@/]*@/, '//…@')}`)
 for (const [key, suite] of Object.entries(SUITES)) {
   const t = performance.now()
   report.suites[key] = await suite(settings)
@@ -61,4 +63,4 @@ await mkdir(args.out, { recursive: true })
 await writeFile(join(args.out, 'latest.json'), JSON.stringify(report, null, 2) + '\n')
 await writeFile(join(args.out, 'latest.svg'), svg(chartGroups(report), heading))
 process.stdout.write(markdown(report))
-console.error(`[bench] ${mode} run took ${(report.durationMs / 1000).toFixed(1)} s; results in ${args.out}`)
+console.error(`[bench] ${mode} run on ${measured.source} ${measured.version} took ${(report.durationMs / 1000).toFixed(1)} s; results in ${args.out}`)
