@@ -40,7 +40,8 @@ if (!uri) {
 const mode = args.quick ? 'quick' : 'full'
 const common = { baselineRef: args.baseline ?? (args.quick ? undefined : 'e27eba6') }
 const settings = args.quick
-  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 3, loginDurationS: 2, curveDurationS: 1, hotPathOps: 50_000, hotPathPasses: 1, cacheScaleOps: 300, cacheBusTrials: 50 }
+  // quick: a smoke run (test/bench.test.ts): every suite and row once, windows of 1 s; its numbers are not quoted anywhere
+  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 1, loginDurationS: 1, curveDurationS: 1, hotPathOps: 20_000, hotPathPasses: 1, cacheScaleOps: 300, cacheBusTrials: 50 }
   : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, loginDurationS: 10, curveDurationS: 8, hotPathOps: 200_000, hotPathPasses: 3, cacheScaleOps: 2_000, cacheBusTrials: 500 }
 const SUITES = { raw: rawSuite, overhead: overheadSuite, http: httpSuite, loadCurve: loadCurveSuite, login: loginSuite, loginDetached: loginDetachedSuite, coalescing: coalescingSuite, cacheScale: cacheScaleSuite, cacheBus: cacheBusSuite, hotPath: hotPathSuite }
 

@@ -202,18 +202,29 @@ export function capabilityMarkdown (columns) {
   return [head, rule, ...rows].join('\n')
 }
 
-// CLI: node scripts/server-info.mjs [--markdown]
+// CLI: node scripts/server-info.mjs [--markdown] [URI…]
+// Without URIs: the server resolve-db.mjs finds (MONGODB_URI, FWB_ENGINE…). --markdown prints the
+// README's capability table, one column per server.
 if (process.argv[1] !== undefined && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
-  const { resolveMongo } = await import('./resolve-db.mjs')
-  const db = await resolveMongo()
+  const args = process.argv.slice(2)
+  const uris = args.filter(a => !a.startsWith('--'))
+  const resolved = []
+  if (uris.length === 0) {
+    const { resolveMongo } = await import('./resolve-db.mjs')
+    const db = await resolveMongo()
+    resolved.push(db)
+    uris.push(db.uri)
+  }
   try {
-    const client = new MongoClient(db.uri)
-    const server = await describeServer(client).finally(() => client.close())
-    const caps = await probeCapabilities(db.uri)
-    const title = `${server.name} ${server.version}`
-    if (process.argv.includes('--markdown')) console.log(capabilityMarkdown([{ title, caps }]))
-    else console.log(`${title} (${db.source}: ${db.uri})\n${capabilityLines(caps).join('\n')}`)
+    const columns = []
+    for (const uri of uris) {
+      const client = new MongoClient(uri, { serverSelectionTimeoutMS: 30_000 })
+      const server = await describeServer(client).finally(() => client.close())
+      columns.push({ title: `${server.name} ${server.version}`, uri, caps: await probeCapabilities(uri) })
+    }
+    if (args.includes('--markdown')) console.log(capabilityMarkdown(columns))
+    else for (const c of columns) console.log(`${c.title} (${c.uri})\n${capabilityLines(c.caps).join('\n')}`)
   } finally {
-    await db.stop()
+    for (const db of resolved) await db.stop()
   }
 }
