@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { MongoClient } from 'mongodb'
+import type { ProvidedContext } from 'vitest'
 import type { TestProject } from 'vitest/node'
 // @ts-expect-error plain ESM script shared with the npm scripts
 import { docdbMissing, docdbScript, resolveMongo } from '../scripts/resolve-db.mjs'
@@ -24,7 +25,14 @@ declare module 'vitest' {
 
 const run = promisify(execFile)
 const devDb = fileURLToPath(new URL('../scripts/dev-db.sh', import.meta.url))
-const stops: Array<() => Promise<void>> = []
+/**
+ * The two integration projects (vitest.config.ts) share one server, one probe and one Redis:
+ * vitest calls setup/teardown once per project, in this one process, so the first call starts
+ * everything and the last teardown stops it.
+ */
+interface Suite { values: Promise<Provided>, stops: Array<() => Promise<void>>, users: number }
+type Provided = { [K in 'mongoUri' | 'redisUrl' | 'redisError' | 'privateServer' | 'server' | 'capabilities' | 'capabilityNames']: ProvidedContext[K] }
+const shared = globalThis as { fwbSuite?: Suite }
 
 /**
  * Whether a test that stops and restarts a server process can start a private one of the
@@ -50,18 +58,21 @@ async function privateServerPlan (server: ServerInfo): Promise<PrivateServerPlan
 }
 
 export async function setup (project: TestProject): Promise<void> {
+  const suite = shared.fwbSuite ??= { values: Promise.resolve({} as Provided), stops: [], users: 0 }
+  if (suite.users++ === 0) suite.values = start(suite.stops)
+  let values: Provided
   try {
-    await start(project)
+    values = await suite.values
   } catch (err) {
     await teardown() // what was started before the failure
     throw err
   }
+  for (const key of Object.keys(values) as Array<keyof Provided>) project.provide(key, values[key])
 }
 
-async function start (project: TestProject): Promise<void> {
+async function start (stops: Suite['stops']): Promise<Provided> {
   const db = await resolveMongo() as { uri: string, source: string, stop: () => Promise<void> }
   stops.push(db.stop)
-  project.provide('mongoUri', db.uri)
   // what the server is and which behaviours the tests may rely on: measured, not assumed
   const client = new MongoClient(db.uri, { serverSelectionTimeoutMS: 30_000 })
   const described = await describeServer(client).finally(() => client.close()) as Omit<ServerInfo, 'source'>
@@ -73,25 +84,32 @@ async function start (project: TestProject): Promise<void> {
   const capabilities = await probeCapabilities(db.uri) as Capabilities
   console.error(`[db] tests use ${server.name} ${server.version} (${db.source}: ${db.uri}); capabilities:\n` +
     (capabilityLines(capabilities) as string[]).map(line => `[db]   ${line}`).join('\n'))
-  project.provide('server', server)
-  project.provide('capabilities', capabilities)
-  project.provide('capabilityNames', Object.fromEntries(Object.entries(CAPABILITIES as Record<Capability, { name: string }>)
-    .map(([key, c]) => [key, c.name])) as Record<Capability, string>)
-  project.provide('privateServer', await privateServerPlan(server))
+  const values: Provided = {
+    mongoUri: db.uri,
+    server,
+    capabilities,
+    capabilityNames: Object.fromEntries(Object.entries(CAPABILITIES as Record<Capability, { name: string }>)
+      .map(([key, c]) => [key, c.name])) as Record<Capability, string>,
+    privateServer: await privateServerPlan(server),
+    redisUrl: '',
+    redisError: '',
+  }
   // only the cache-bus tests need Redis: without it they fail, saying why; the others run
   try {
     const redis = await resolveRedis() as { url: string, source: string, stop: () => Promise<void> }
     console.error(`[redis] tests use ${redis.source}: ${redis.url}`)
     stops.push(redis.stop)
-    project.provide('redisUrl', redis.url)
-    project.provide('redisError', '')
+    values.redisUrl = redis.url
   } catch (err) {
     console.error(`[redis] none: ${(err as Error).message}`)
-    project.provide('redisUrl', '')
-    project.provide('redisError', (err as Error).message)
+    values.redisError = (err as Error).message
   }
+  return values
 }
 
 export async function teardown (): Promise<void> {
-  for (const stop of stops.splice(0).reverse()) await stop()
+  const suite = shared.fwbSuite
+  if (suite === undefined || --suite.users > 0) return
+  shared.fwbSuite = undefined
+  for (const stop of suite.stops.splice(0).reverse()) await stop()
 }
