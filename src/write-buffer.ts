@@ -17,6 +17,8 @@ import { ReadCache } from './cache/read-cache.js'
 import { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
 import { ErrorCodes, InvalidOptionError, WriteBufferError } from './errors.js'
 import { DriverRetries } from './mongo/topology.js'
+import { ServerIdentity } from './mongo/server-identity.js'
+import { ServerLiveness } from './mongo/liveness.js'
 import { resolveOptions, type ResolvedOptions, type WriteBufferOptions } from './options.js'
 import { unacknowledged } from './mongo/write-concern.js'
 import { validateCollectionName, type WriteOptions } from './write/build-op.js'
@@ -39,6 +41,8 @@ export interface WriteBufferStats {
   coalescedOps: number
   /** batches sent again after a transient failure */
   retries: number
+  /** batches the server refused as a whole command, split to pin the writes to blame */
+  isolatedBatches: number
   /** how long the oldest write of each batch waited in its queue (ms, last 1–2 minutes) */
   queueWaitMs: LatencySummary
   /** bulkWrite round trips (ms, last 1–2 minutes) */
@@ -62,6 +66,7 @@ export class WriteBuffer {
   readonly #aborts: Aborts
   readonly #deadlines: Deadlines
   readonly #retries: Retries
+  readonly #liveness: ServerLiveness
   readonly #dispatcher: Dispatcher
   readonly #sender: Sender
   readonly #tracing: Tracing
@@ -91,8 +96,9 @@ export class WriteBuffer {
       settler.reject(op, timeoutError(op))
     }
     this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() })
+    this.#liveness = new ServerLiveness(typeof db.command === 'function' ? () => db.command({ ping: 1 }) : undefined)
     this.#tracing = new Tracing(db.databaseName, o.tracerProvider as TracerProvider | undefined)
-    const sender = this.#sender = new Sender(o, settler, this.#retries, new DriverRetries(db), this.#tracing, batch => { this.#dispatcher.returned(batch) })
+    const sender = this.#sender = new Sender(o, settler, this.#retries, new DriverRetries(db), new ServerIdentity(db), this.#liveness, this.#tracing, batch => { this.#dispatcher.returned(batch) })
     if (o.cache?.bus !== undefined) sender.onAcknowledged = (name, ops, upsertedIdOf) => { cache?.published(name, ops, upsertedIdOf) }
     this.#dispatcher = new Dispatcher(
       { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, lingerMs: o.lingerMs },
@@ -147,6 +153,7 @@ export class WriteBuffer {
       failedOps: this.#settler.failed,
       coalescedOps,
       retries: this.#retries.scheduled,
+      isolatedBatches: this.#sender.isolated,
       queueWaitMs: this.#sender.queueWait.summary(),
       roundTripMs: this.#sender.roundTrip.summary(),
     }
@@ -189,6 +196,7 @@ export class WriteBuffer {
     this.#dispatcher.stop()
     this.#deadlines.stop()
     this.#retries.stop()
+    this.#liveness.stop()
     await this.cache?.close()
   }
 

@@ -147,6 +147,7 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRou
       'CPU ceiling: cores ÷ (app + server + load generator CPU per request), the req/s of a machine with no idle time at that cost; ceilingVsNaive: the buffered ceiling ÷ the naive measured rate',
       'peak connections: most connections checked out of the variant\'s own MongoClient pool at once',
       'the stand-in applies updates at ~300/s however batched, so the login curve is bound by it on FerretDB',
+      'login route: the example app\'s rate limits and scrypt are left out, as in the login suites (bench/login-limits.mjs): they would cap it far below the database path it measures',
     ],
   }
 }

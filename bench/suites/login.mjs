@@ -5,6 +5,7 @@ import writeBuffer from '../../dist/index.js'
 import { byKey } from '../by-key.mjs'
 import { freshDb } from '../db.mjs'
 import { load } from '../load.mjs'
+import { loginLimitsLeftOut, loginLimitsNotes } from '../login-limits.mjs'
 import { withProgress } from '../progress.mjs'
 import { per1k, rate, ratio, round } from '../stats.mjs'
 import { Tally } from '../tally.mjs'
@@ -129,9 +130,11 @@ export async function loginSuite ({ uri, loginDurationS: durationS }) {
       cacheOnVsOffReadOnly: ratio(roOn.rate, roOff.rate),
     },
     loginsCounted: { inDb: sum.logins, answered: updatesAcked },
+    leftOut: loginLimitsLeftOut,
     mismatches,
     notes: [
       'password check: sha256 compare stand-in; each user also stores a real scrypt hash (made once), not verified per request so scrypt CPU does not hide the DB effect',
+      ...loginLimitsNotes(),
       `requests pick one of ${USERS} users at random; the cache-on app first logs each user in once (warm-up, ${warmUpMs.cacheOn} ms), then runs read-only and find + update on the same warm cache (TTL ${TTL_MS / 1000} s)`,
       'findsPerUser / maxFindsForOneUser count finds since the app (and its cache) started, warm-up included; findsPer1kLogins counts the timed run only',
     ],

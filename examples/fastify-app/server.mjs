@@ -6,6 +6,7 @@ const {
   FWB_DB = 'fastify_write_buffer_example',
   PORT = '3000',
   LOG_LEVEL = 'info',
+  REDIS_URL, // optional: the cache bus and shared rate limits; without it, both per instance
   NODE_ENV,
 } = process.env
 
@@ -14,6 +15,7 @@ const app = await buildApp({
   database: FWB_DB,
   logger: { level: LOG_LEVEL },
   exposeStats: NODE_ENV !== 'production',
+  redisUrl: REDIS_URL === '' ? undefined : REDIS_URL,
 })
 
 // Graceful shutdown: stop accepting requests, let in-flight ones finish, drain the

@@ -2,6 +2,7 @@ import { AsyncResource } from 'node:async_hooks'
 import type { WriteOp } from '../write/write-op.js'
 import type { Batch, BatchLimits, QueueListener } from './batch.js'
 import type { CollectionQueue } from './collection-queue.js'
+import { Ring } from './ring.js'
 
 export interface DispatchOptions extends BatchLimits {
   /** concurrent bulkWrites across all collections */
@@ -46,11 +47,21 @@ export interface DispatchHooks {
  * due that lasts while a flush waits, so a write that only gets room later does not linger.
  * Which writes go together is the queue's business (CollectionQueue.take); only when is
  * decided here.
+ *
+ * Cost: a pump visits the queues that may send now (`#ready`: writes queued while idle, a
+ * batch returned, a full queue, a slot awaited), or, when due, the queues that hold writes
+ * (`#active`) — never every collection the buffer ever saw. Round robin: a queue that sent
+ * moves to the back of both.
  */
 export class Dispatcher implements QueueListener {
   readonly #queues: CollectionQueue[] = []
+  /** queues holding writes, in round-robin order: what a due pump visits */
+  readonly #active = new Ring<CollectionQueue>()
+  /** queues that may send without being due: what any pump visits */
+  readonly #ready = new Ring<CollectionQueue>()
+  /** queues some of whose writes linger: the linger timer's candidates */
+  readonly #lingering = new Set<CollectionQueue>()
   readonly #adaptive: boolean
-  #nextQueue = 0
   #inFlight = 0
   #due = false
   /** flushAll() was called (flush, close, a cache read): due, lingering writes included, until nothing is queued */
@@ -102,18 +113,26 @@ export class Dispatcher implements QueueListener {
 
   /** QueueListener: writes were added to `queue`. */
   queued (queue: CollectionQueue): void {
+    this.#active.add(queue)
     if (this.#full(queue)) {
+      this.#ready.add(queue)
       this.#schedulePump()
     } else if (this.#flushing()) {
       this.sendNow()
     } else if (this.#adaptive) {
-      if (queue.inFlight === 0) this.#scheduleTurnEnd()
+      if (queue.inFlight === 0) {
+        this.#ready.add(queue)
+        this.#scheduleTurnEnd()
+      }
     } else if (!this.#due && !this.#timerArmed) {
       // (due: a pump is already scheduled, and it takes this write too)
       this.#armTimer()
     }
     // a write joined a lingering one and brought its end forward (its own deadline)
-    if (queue.lingerEnd !== 0 && (this.#lingerTimer === null || queue.lingerEnd < this.#lingerAt)) this.#armLinger()
+    if (queue.lingerEnd !== 0) {
+      this.#lingering.add(queue)
+      if (this.#lingerTimer === null || queue.lingerEnd < this.#lingerAt) this.#armLinger()
+    }
   }
 
   /** Send everything queued, lingering writes too, as soon as slots allow (flush, close, a read that must see them). */
@@ -141,8 +160,10 @@ export class Dispatcher implements QueueListener {
 
   /** A batch's answer was handled: its slot is free, and what gathered meanwhile may go. */
   returned (batch: Batch): void {
-    batch.queue.returned(batch)
+    const queue = batch.queue
+    queue.returned(batch)
     this.#inFlight--
+    if (queue.size > 0 && this.#mayGo(queue)) this.#ready.add(queue)
     // lingering: a returning batch ends the wait of everything queued, as the timer would
     if (!this.#adaptive) this.#due = true
     this.#schedulePump()
@@ -161,7 +182,7 @@ export class Dispatcher implements QueueListener {
   }
 
   /** Whether `queue` may send now without being due. */
-  #ready (queue: CollectionQueue): boolean {
+  #mayGo (queue: CollectionQueue): boolean {
     return this.#full(queue) || (this.#adaptive && queue.inFlight === 0)
   }
 
@@ -211,26 +232,38 @@ export class Dispatcher implements QueueListener {
     // due is consumed here: a batch returning meanwhile (or a backoff ending) sets it anew
     const due = this.#due || flushing
     this.#due = false
-    let progress = true
-    while (progress && this.#inFlight < maxInFlight) {
-      progress = false
-      const n = this.#queues.length
-      for (let i = 0; i < n && this.#inFlight < maxInFlight; i++) {
-        const queue = this.#queues[(this.#nextQueue + i) % n] as CollectionQueue
-        if (queue.size === 0) continue
-        const batch = due || this.#ready(queue) ? queue.take(this.options, at, expired) : null
-        if (batch !== null) {
-          this.#inFlight++
-          this.sent++
-          this.hooks.send(batch)
-          progress = true
-        }
+    const visit = due ? this.#active : this.#ready
+    // Each queue in `visit` is looked at once (a queue that sent, once more per batch it sends:
+    // slots bound that); one that sent or still holds writes goes to the back (round robin).
+    // A pump costs the queues it visits, never every collection.
+    let visits = visit.size
+    while (visits-- > 0 && this.#inFlight < maxInFlight) {
+      const queue = visit.shift()
+      if (queue === undefined) break
+      const batch = queue.size > 0 && (due || this.#mayGo(queue)) ? queue.take(this.options, at, expired) : null
+      if (batch !== null) {
+        this.#inFlight++
+        this.sent++
+        this.hooks.send(batch)
+        visits++
+      } else {
+        this.#ready.delete(queue) // nothing could go: it waits for what holds it
       }
-      this.#nextQueue++
+      if (queue.size === 0) {
+        this.#active.delete(queue)
+        this.#ready.delete(queue)
+        continue
+      }
+      if (due || batch !== null) {
+        this.#active.delete(queue) // to the back
+        this.#active.add(queue)
+      }
+      if (batch !== null && this.#mayGo(queue)) this.#ready.add(queue) // still full
+      if (queue.lingerEnd !== 0) this.#lingering.add(queue)
     }
     // What is left waits behind writes that are out, fenced or lingering: their return, their
     // backoff's end or the linger timer pumps again. Only writes left for want of a slot stay due.
-    const left = this.#queues.some(queue => queue.size > 0)
+    const left = this.#active.size > 0
     if (left && due && this.#inFlight >= maxInFlight) this.#due = true
     if (!left) this.#kicked = false
     this.#armLinger()
@@ -240,9 +273,10 @@ export class Dispatcher implements QueueListener {
   /** Wakes the pump when the earliest linger of a write left queued ends. */
   #armLinger (): void {
     let end = 0
-    for (const queue of this.#queues) {
+    for (const queue of this.#lingering) {
       const e = queue.size > 0 ? queue.lingerEnd : 0
-      if (e > 0 && (end === 0 || e < end)) end = e
+      if (e === 0) this.#lingering.delete(queue)
+      else if (end === 0 || e < end) end = e
     }
     if (end === 0) {
       // nothing lingers any more (sent, flushed): a ref'd timer must not keep the process alive

@@ -3,13 +3,21 @@ import type { Batch } from './batch.js'
 export interface BackoffPolicy { baseDelayMs: number, maxDelayMs: number }
 
 /**
+ * A fence: held from an ambiguous failure at `since` until `since + windowMs` (maxTimeMS +
+ * margin) and, when `proof` is given, until `windowMs` after the server answered a command
+ * sent after the failure (mongo/liveness.ts: a paused server may not have read the attempt yet).
+ */
+export interface Fence { until: number, proof: Promise<number> | undefined, windowMs: number }
+
+/**
  * Batches that hold their targets while they wait:
  * - a batch to send again after a transient failure waits out a jittered exponential
  *   backoff, and never less than its fence (below); then its writes go back to the head of
  *   their queue and `ready` is called;
  * - a fence: after an ambiguous failure (the server may still be executing the attempt),
  *   the targets of writes already settled as `unknown` stay held until the attempt can no
- *   longer apply, so no later write to those documents can be overtaken by it.
+ *   longer apply, so no later write to those documents can be overtaken by it: maxTimeMS +
+ *   margin after the failure, and after the server's first answer since (see Fence).
  * While a batch waits, a later write to one of its targets waits behind it.
  */
 export class Retries {
@@ -21,31 +29,45 @@ export class Retries {
 
   constructor (readonly policy: BackoffPolicy, readonly ready: () => void) {}
 
-  /** Sends `batch` again after its backoff, and not before `notBefore` (a Date.now() time). */
-  schedule (batch: Batch, notBefore = 0): void {
+  /** Sends `batch` again after its backoff, and not before its fence ends (if any). */
+  schedule (batch: Batch, fence?: Fence): void {
     const { baseDelayMs, maxDelayMs } = this.policy
     const cap = Math.min(maxDelayMs, baseDelayMs * 2 ** (batch.attempt - 1))
     const backoff = cap / 2 + Math.random() * cap / 2 // jitter: no thundering herd on recovery
     this.scheduled++
-    this.#hold(batch, Math.max(backoff, notBefore - Date.now()))
+    this.#hold(batch, Math.max(Date.now() + backoff, fence?.until ?? 0), fence)
   }
 
-  /** Holds the targets of `batch` (settled writes) until `until` (a Date.now() time). */
-  fence (batch: Batch, until: number): void {
+  /** Holds the targets of `batch` (settled writes) until its fence ends. */
+  fence (batch: Batch, fence: Fence): void {
     // ref'd, like a backoff: a later write queued behind the fence has nothing else to wake
-    // it, and a process that exits meanwhile strands it (at most maxTimeMS + 1 s)
-    this.#hold(batch, until - Date.now())
+    // it, and a process that exits meanwhile strands it (at most the fence)
+    this.#hold(batch, fence.until, fence)
   }
 
-  #hold (batch: Batch, delayMs: number): void {
+  #hold (batch: Batch, until: number, fence: Fence | undefined): void {
     batch.queue.holdForRetry(batch)
     this.#waiting.add(batch)
+    if (fence?.proof === undefined) {
+      this.#arm(batch, until)
+      return
+    }
+    const windowMs = fence.windowMs
+    fence.proof.then(answeredAt => {
+      // close() may have taken the batch back meanwhile
+      if (this.#waiting.has(batch) && batch.retryTimer === null) this.#arm(batch, Math.max(until, answeredAt + windowMs))
+    }, () => {
+      if (this.#waiting.has(batch) && batch.retryTimer === null) this.#arm(batch, until)
+    })
+  }
+
+  #arm (batch: Batch, until: number): void {
     batch.retryTimer = setTimeout(() => {
       this.#waiting.delete(batch)
       batch.retryTimer = null
       batch.queue.endRetryWait(batch) // puts back only the writes still to be sent
       this.ready()
-    }, Math.max(0, delayMs))
+    }, Math.max(0, until - Date.now()))
     if (this.#stopped) batch.retryTimer.unref()
   }
 

@@ -1,16 +1,20 @@
 import type { BulkWriteOptions, BulkWriteResult, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
-import { classify, commandRefusal, describeError } from '../mongo/driver-errors.js'
+import { classify, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
+import type { ServerIdentity } from '../mongo/server-identity.js'
+import { isClientSideSendError, sendProblem } from '../write/send-check.js'
 import type { DriverRetries } from '../mongo/topology.js'
 import type { Logger } from '../options.js'
 import { batchChannel, publishBatch } from '../telemetry.js'
 import { uncoalesce } from '../write/coalesce.js'
 import type { Tracing } from '../tracing.js'
-import { IN_FLIGHT, QUEUED, SETTLED, type TraceLink, type WriteOp } from '../write/write-op.js'
+import { IN_FLIGHT, QUEUED, SETTLED, type TraceLink, type WriteOp, type WriteResult } from '../write/write-op.js'
+import { isolate, splittable, wholeRefusal } from './isolate.js'
 import { Batch } from './batch.js'
 import { Latency } from './latency.js'
 import { afterBatchFailure, batchFailed, closedError, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
-import type { Retries } from './retries.js'
+import type { Fence, Retries } from './retries.js'
+import type { ServerLiveness } from '../mongo/liveness.js'
 import type { Settler } from './settler.js'
 
 export interface SenderOptions extends RetryPolicy {
@@ -46,6 +50,8 @@ export class Sender {
    * resolved (the cache bus publishes them); `upsertedIdOf(i)` is the i-th one's upserted _id.
    */
   onAcknowledged: ((name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown) => void) | undefined
+  /** batches refused as a whole command and split to isolate the writes to blame (stats) */
+  isolated = 0
   /** close() gave up waiting: a batch still on the wire that fails is not sent again */
   #final = false
 
@@ -54,6 +60,8 @@ export class Sender {
     readonly settler: Settler,
     readonly retries: Retries,
     readonly driverRetries: DriverRetries,
+    readonly identity: ServerIdentity,
+    readonly liveness: ServerLiveness,
     readonly tracing: Tracing,
     /** the batch's answer was handled */
     readonly returned: (batch: Batch) => void
@@ -134,14 +142,116 @@ export class Sender {
 
   async #failed (batch: Batch, err: unknown, span: TraceLink | undefined): Promise<void> {
     const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
-    const refusal = commandRefusal(err)
+    const refusal = wholeRefusal(err)
     if (refusal !== undefined) {
-      this.#wholeFailed(batch, refusal, span)
+      await this.#refused(batch, refusal, span)
     } else if (Array.isArray(writeErrors) && writeErrors.length > 0) {
       await this.#partlyFailed(batch, err as PartialFailure)
+    } else if (isClientSideSendError(err)) {
+      this.#unsendable(batch, err)
     } else {
       this.#wholeFailed(batch, err, span)
     }
+  }
+
+  /** What a refusal of a whole command means; asks the server who it is (once) to know. */
+  async #classifyRefusal (refusal: unknown): Promise<Failure> {
+    const isMongoDB = await this.identity.isMongoDB()
+    return classify(refusal, this.driverRetries.mayHaveRetried(), true, isMongoDB)
+  }
+
+  /**
+   * The server refused the whole command. Transient (the server in trouble): decided as a
+   * whole failure (resent after a backoff if nothing was applied or the write is retry-safe).
+   * Otherwise one write may be to blame: isolate it (isolate.ts), so its batch-mates are applied.
+   */
+  async #refused (batch: Batch, refusal: unknown, span: TraceLink | undefined): Promise<void> {
+    const failure = await this.#classifyRefusal(refusal)
+    const live = batch.ops.filter(op => op.state !== SETTLED)
+    if (this.#final || !splittable(live, refusal, failure)) {
+      this.#wholeFailed(batch, refusal, span, failure)
+      return
+    }
+    const queue = batch.queue
+    const options = queue.ordered ? this.#ordered : this.#unordered
+    const again: WriteOp[] = []
+    const failedOps: WriteOp[] = []
+    let failedWith: unknown
+    const applied: WriteOp[] = []
+    const results: WriteResult[] = []
+    this.isolated++
+    await isolate(live, refusal, failure, {
+      send: models => queue.collection.bulkWrite(models, options),
+      classify: r => this.#classifyRefusal(r),
+      ordered: queue.ordered,
+      collection: queue.name,
+    }, {
+      acknowledged: (op, result) => {
+        applied.push(op)
+        results.push(result)
+      },
+      rejected: (op, err) => { this.settler.reject(op, err) },
+      again: (ops, uncoalesced) => {
+        queue.uncoalesced(uncoalesced)
+        again.push(...ops)
+      },
+      failed: (ops, err) => {
+        failedOps.push(...ops)
+        failedWith ??= err
+      },
+    })
+    if (applied.length > 0) {
+      this.onAcknowledged?.(queue.name, applied, i => (results[i] as { upsertedId?: unknown }).upsertedId)
+      for (let i = 0; i < applied.length; i++) this.settler.resolve(applied[i] as WriteOp, results[i] as WriteResult)
+    }
+    this.#requeue(queue, again)
+    if (failedOps.length > 0) {
+      this.#wholeFailed(batch, failedWith, span, undefined, failedOps)
+    } else {
+      this.#return(batch)
+    }
+  }
+
+  /** Writes to send again at the head of their queue (unless close() gave up: then they are told so). */
+  #requeue (queue: Batch['queue'], again: WriteOp[]): void {
+    if (this.#final) {
+      for (const op of again) this.settler.reject(op, closedError(op, 'before this write could be sent again'))
+      return
+    }
+    for (const op of again) op.state = QUEUED
+    queue.requeueFront(again)
+  }
+
+  /**
+   * The driver threw while building or serializing the bulkWrite: nothing was sent. The writes
+   * that cannot be serialized now (changed by their caller after submit) are told so, alone,
+   * naming the field; the others go again at the head of their queue, this attempt uncounted.
+   */
+  #unsendable (batch: Batch, err: unknown): void {
+    const again: WriteOp[] = []
+    let refused = 0
+    for (const op of batch.ops) {
+      if (op.state === SETTLED) continue
+      const problem = sendProblem(op)
+      if (problem === undefined) {
+        op.attempts--
+        again.push(op)
+      } else {
+        refused += this.settler.reject(op, new WriteBufferError(ErrorCodes.INVALID_WRITE,
+          `write cannot be sent (changed after it was submitted?): ${problem}`, op.maybeApplied ? 'unknown' : 'not-sent', op.attempts - 1, err))
+      }
+    }
+    if (refused === 0) {
+      // the driver refused, yet no write alone is to blame: none can be sent, none was
+      for (const op of again) {
+        op.attempts++
+        this.settler.reject(op, batchFailed(op, { outcome: 'not-sent', transient: false, error: err }, batch.queue.name))
+      }
+      again.length = 0
+    }
+    this.#requeue(batch.queue, again)
+    this.#return(batch)
+    this.options.logger?.warn({ collection: batch.queue.name, ops: batch.size, refused, err: describeError(err) }, 'write buffer: writes that cannot be serialized')
   }
 
   /**
@@ -149,16 +259,21 @@ export class Sender {
    * the attempt may still be executing on the server: every target of the batch stays fenced
    * (nothing sent to it, not even the retry) until the attempt can no longer apply, which
    * maxTimeMS bounds. So a late attempt never lands after a later write to its document.
+   * A server's answer (`ok: 0`) ends its command: on a standalone server, whose driver never
+   * retries on its own, nothing is left running to fence.
    */
-  #wholeFailed (batch: Batch, err: unknown, span: TraceLink | undefined): void {
-    const failure = classify(err, this.driverRetries.mayHaveRetried(), this.driverRetries.everConnected())
+  #wholeFailed (batch: Batch, err: unknown, span: TraceLink | undefined, known?: Failure, ops?: WriteOp[]): void {
+    const failure = known ?? classify(err, this.driverRetries.mayHaveRetried(), this.driverRetries.everConnected())
     const name = batch.queue.name
     const now = Date.now()
-    const fenceUntil = failure.outcome === 'unknown' ? now + this.options.maxTimeMS + FENCE_MARGIN_MS : 0
+    const answered = isServerRefusal(err) && this.driverRetries.standalone()
+    const windowMs = this.options.maxTimeMS + FENCE_MARGIN_MS
+    const fenceUntil = failure.outcome === 'unknown' && !answered ? now + windowMs : 0
+    const fence: Fence | undefined = fenceUntil === 0 ? undefined : { until: fenceUntil, proof: this.liveness.replyAfter(now), windowMs }
     const retry: WriteOp[] = []
     const fenced: WriteOp[] = []
     let failed = 0
-    const live = batch.ops.filter(op => op.state !== SETTLED)
+    const live = ops ?? batch.ops.filter(op => op.state !== SETTLED)
     // a retry goes no sooner than its backoff and the fence: one that would miss its deadline is not made
     const retryAt = Math.max(now + this.options.baseDelayMs, fenceUntil)
     const verdicts = live.map(op => afterBatchFailure(op, failure, retryAt, this.options, name))
@@ -189,9 +304,9 @@ export class Sender {
     if (retry.length > 0) {
       // the retry's span is a child of this attempt's
       if (span !== undefined) for (const op of retry) op.retryOf = span
-      this.retries.schedule(new Batch(batch.queue, retry, false), fenceUntil)
+      this.retries.schedule(new Batch(batch.queue, retry, false), fence)
     }
-    if (fenced.length > 0) this.retries.fence(new Batch(batch.queue, fenced, false), fenceUntil)
+    if (fenced.length > 0 && fence !== undefined) this.retries.fence(new Batch(batch.queue, fenced, false), fence)
   }
 
   /** Some writes were refused by the server; the others were acknowledged (or never executed). */

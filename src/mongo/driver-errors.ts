@@ -1,4 +1,5 @@
 import { describe, type WriteOutcome } from '../errors.js'
+import { ruleOf } from './server-codes.js'
 
 export interface Failure {
   /** what the failure says about the writes of the batch */
@@ -17,11 +18,6 @@ interface MaybeMongoError {
   hasErrorLabel?: (label: string) => boolean
 }
 
-// NotWritablePrimary, NotPrimaryNoSecondaryOk, NotPrimaryOrSecondary: refused before executing.
-const NOT_EXECUTED_CODES = new Set([10107, 13435, 13436])
-// Interrupted / shutting down / stepping down / MaxTimeMSExpired (50): may have applied part
-// of the command, and nothing of it can apply any more.
-const TRANSIENT_CODES = new Set([6, 7, 50, 89, 91, 189, 262, 9001, 11600, 11602, 63, 150, 134])
 // MongoDB 8.x admission control: the server refused the command before executing it.
 const OVERLOADED = 462
 
@@ -68,12 +64,12 @@ export function commandRefusal (err: unknown): unknown {
  * the driver's *second* attempt, after a first one that was possibly applied — unless the
  * server labelled it NoWritesPerformed. Such errors are 'unknown' (still transient).
  */
-export function classify (err: unknown, driverMayRetry: boolean, everConnected = true): Failure {
+export function classify (err: unknown, driverMayRetry: boolean, everConnected = true, serverIsMongoDB = false): Failure {
   const e = unwrap(err) as MaybeMongoError | null | undefined
   const name = e?.name ?? ''
   const noWrites = e?.hasErrorLabel?.('NoWritesPerformed') === true
   const notSent: WriteOutcome = driverMayRetry && !noWrites ? 'unknown' : 'not-sent'
-  const f = classifyError(e ?? {}, name, notSent, everConnected)
+  const f = classifyError(e ?? {}, name, notSent, everConnected, serverIsMongoDB)
   // belt and braces: a result that shows progress means part of the batch was applied
   const r = (err as { result?: { insertedCount?: number, matchedCount?: number, deletedCount?: number, upsertedCount?: number } } | null | undefined)?.result
   if (f.outcome === 'not-sent' && r !== undefined &&
@@ -83,7 +79,14 @@ export function classify (err: unknown, driverMayRetry: boolean, everConnected =
   return f
 }
 
-function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome, everConnected: boolean): Failure {
+/** Whether a failure is the server's answer refusing the whole command (`ok: 0`), not a write concern error or a client-side one. */
+export function isServerRefusal (err: unknown): boolean {
+  const e = unwrap(err) as MaybeMongoError | null | undefined
+  return e !== null && e !== undefined && typeof e.code === 'number' && isCommandError(e)
+}
+
+function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome, everConnected: boolean, serverIsMongoDB: boolean): Failure {
+  const noWrites = e.hasErrorLabel?.('NoWritesPerformed') === true
   switch (name) {
     case 'MongoServerSelectionError':
     case 'MongoPoolClearedError':
@@ -108,17 +111,20 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome,
   if (name === 'MongoServerError' || (name === 'MongoBulkWriteError' && code !== undefined)) {
     // a command-level answer from the server, or (a MongoBulkWriteError without an
     // `ok: 0` reply) a write concern error: applied, but not as durably as asked
-    const writeConcern = !isCommandError(e)
-    if (!writeConcern && (code === OVERLOADED || e.hasErrorLabel?.('SystemOverloadedError') === true)) {
-      // MongoDB 8 sheds load before executing: this attempt was not applied, worth retrying
-      // after a backoff — but it may answer the driver's own retry of an attempt that was
-      return { outcome: notSent, transient: true, error: e }
+    if (!isCommandError(e)) return { outcome: 'unknown', transient: false, error: e }
+    // The whole command was refused. Nothing of it was applied only if MongoDB itself raised
+    // a code it raises before running any statement (server-codes.ts); anything else may have
+    // come after some statements were applied (PITFALLS 14): ambiguous.
+    const overloaded = code === OVERLOADED || e.hasErrorLabel?.('SystemOverloadedError') === true
+    const rule = overloaded ? ruleOf(OVERLOADED) : ruleOf(code)
+    const transient = rule.transient || e.hasErrorLabel?.('RetryableWriteError') === true
+    // NoWritesPerformed: the server's own word that this command (and any retry) applied nothing
+    if (noWrites || (rule.when === 'before' && serverIsMongoDB)) {
+      // refused before running: a transient refusal (not primary, overloaded) was not applied
+      // — unless it answers the driver's own retry of an attempt that was (notSent says so)
+      return { outcome: transient ? notSent : 'rejected', transient, error: e }
     }
-    if (code !== undefined && NOT_EXECUTED_CODES.has(code) && !writeConcern) return { outcome: notSent, transient: true, error: e }
-    if ((code !== undefined && TRANSIENT_CODES.has(code)) || e.hasErrorLabel?.('RetryableWriteError') === true) {
-      return { outcome: 'unknown', transient: true, error: e }
-    }
-    return { outcome: writeConcern ? 'unknown' : 'rejected', transient: false, error: e }
+    return { outcome: 'unknown', transient, error: e }
   }
   return { outcome: 'unknown', transient: false, error: e }
 }

@@ -55,6 +55,12 @@ export class DriverRetries {
     return this.#retryWrites && this.#state.known === true
   }
 
+  /** Whether the deployment is one standalone server: its driver never re-sends a command on its own. */
+  standalone (): boolean {
+    this.#refresh()
+    return this.#state.known === false
+  }
+
   /** Whether a server was ever reached: before that, no command can have been sent. */
   everConnected (): boolean {
     this.#refresh()

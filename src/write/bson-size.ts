@@ -1,4 +1,5 @@
 import { BSON, ObjectId } from 'mongodb'
+import { findUnsendable } from './unsendable.js'
 
 /**
  * Approximate BSON size of a document, measured once per write (the batch byte budget and
@@ -61,7 +62,11 @@ function valueSize (v: unknown, depth: number): number {
 function objectSize (doc: Record<string, unknown>, depth: number): number {
   if (depth > MAX_DEPTH) throw new RangeError('value is cyclic or nested too deeply')
   let n = 5
-  for (const key in doc) n += 2 + key.length + valueSize(doc[key], depth)
+  for (const key in doc) {
+    // a NUL byte in a key is not sendable: the exact path finds and names it
+    if (key.includes('\0')) throw new NeedsExact()
+    n += 2 + key.length + valueSize(doc[key], depth)
+  }
   return n
 }
 
@@ -71,6 +76,10 @@ export function bsonSize (doc: object): number {
     n = objectSize(doc as Record<string, unknown>, 0)
   } catch (err) {
     if (!(err instanceof NeedsExact)) throw err
+    // the rare values the walk cannot read (RegExp, Map, toBSON, other BSON types, a NUL key)
+    // are also checked for what the serializer would refuse at send time
+    const unsendable = findUnsendable(doc)
+    if (unsendable !== undefined) throw new TypeError(unsendable)
     return exactBsonSize(doc)
   }
   return n > EXACT_ABOVE ? exactBsonSize(doc) : n

@@ -3,6 +3,7 @@ import type { Document, PkFactory } from 'mongodb'
 import { bsonSize, exactBsonSize, EXACT_ABOVE } from './bson-size.js'
 import { InvalidOptionError, InvalidWriteError, describe } from '../errors.js'
 import { targetOf, targetOfId } from './target.js'
+import { checkPipelineStages, checkUpdateOperators } from './update-operators.js'
 import {
   WriteOp, INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, type Kind, type WriteBody,
 } from './write-op.js'
@@ -56,7 +57,7 @@ function checkStatement (what: string, kind: Kind, body: WriteBody, approx: numb
 }
 
 /** The entry the driver builds and measures for a write (its makeUpdateStatement / makeDeleteStatement). */
-function statementOf (kind: Kind, body: WriteBody): Document {
+export function statementOf (kind: Kind, body: WriteBody): Document {
   const s: Document = { q: body.filter }
   if (kind === DELETE_ONE || kind === DELETE_MANY) {
     s.limit = kind === DELETE_ONE ? 1 : 0
@@ -92,6 +93,7 @@ function checkUpdate (update: unknown): Document | Document[] {
         throw new InvalidWriteError(`update pipeline stage must be an object of $-operators, got ${describe(stage)}`)
       }
     }
+    checkPipelineStages(update as Document[])
     return update as Document[]
   }
   if (!isDocument(update)) throw new InvalidWriteError(`update must be an object of update operators, got ${describe(update)}`)
@@ -102,6 +104,7 @@ function checkUpdate (update: unknown): Document | Document[] {
     const arg: unknown = update[op]
     if (!isEmbeddable(arg)) throw new InvalidWriteError(`update operator ${op} needs an object, got ${describe(arg)}`)
   }
+  checkUpdateOperators(update)
   return update
 }
 
@@ -200,7 +203,7 @@ export function buildUpdate (many: boolean, filter: unknown, update: unknown, op
   const extra = options === undefined ? 0 : copyExtras(body, options, 'update')
   const kind: Kind = many ? UPDATE_MANY : UPDATE_ONE
   checkStatement('update statement (filter, update, options)', kind, body, bytes + extra)
-  return new WriteOp(kind, many ? { updateMany: body as never } : { updateOne: body as never }, targetOf(f), bytes, undefined, false)
+  return unique(new WriteOp(kind, many ? { updateMany: body as never } : { updateOne: body as never }, targetOf(f), bytes, undefined, false), options)
 }
 
 export function buildReplace (filter: unknown, replacement: unknown, options: ReplaceOptions | undefined): WriteOp {
@@ -212,7 +215,7 @@ export function buildReplace (filter: unknown, replacement: unknown, options: Re
   const body: WriteBody = { filter: f, replacement }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'replace')
   checkStatement('replace statement (filter, replacement, options)', REPLACE_ONE, body, bytes + extra)
-  return new WriteOp(REPLACE_ONE, { replaceOne: body as never }, targetOf(f), bytes, undefined, false)
+  return unique(new WriteOp(REPLACE_ONE, { replaceOne: body as never }, targetOf(f), bytes, undefined, false), options)
 }
 
 export function buildDelete (many: boolean, filter: unknown, options: DeleteOptions | undefined): WriteOp {
@@ -223,7 +226,12 @@ export function buildDelete (many: boolean, filter: unknown, options: DeleteOpti
   const extra = options === undefined ? 0 : copyExtras(body, options, 'delete')
   const kind: Kind = many ? DELETE_MANY : DELETE_ONE
   checkStatement('delete statement (filter, options)', kind, body, bytes + extra)
-  return new WriteOp(kind, many ? { deleteMany: body as never } : { deleteOne: body as never }, targetOf(f), bytes, undefined, false)
+  return unique(new WriteOp(kind, many ? { deleteMany: body as never } : { deleteOne: body as never }, targetOf(f), bytes, undefined, false), options)
+}
+
+function unique (op: WriteOp, options: { uniqueFilter?: boolean } | undefined): WriteOp {
+  if (options?.uniqueFilter === true) op.uniqueFilter = true
+  return op
 }
 
 /**

@@ -97,6 +97,8 @@ export class WriteOp {
   alone = false
   /** the queue of its collection; set when it is submitted, before anything reads it */
   queue!: CollectionQueue
+  /** its caller declared that its filter matches at most one document (`uniqueFilter`: retry-safety.ts) */
+  uniqueFilter = false
   /** nobody awaits it: its failure goes to onWriteError (see Settler) */
   detached = false
   /** Date.now() until which it waits for later same-target writes to coalesce into it; 0 = none */

@@ -18,14 +18,21 @@ export interface WriteOptions {
    */
   lingerMs?: number
 }
-export interface UpdateOptions extends WriteOptions {
+/**
+ * `uniqueFilter: true` declares that the filter matches at most one document (a unique index
+ * covers it). Only then is an updateOne / replaceOne / deleteOne whose filter is not an `_id`
+ * sent again after an attempt whose outcome is unknown: a resend on any other filter could
+ * change a second document.
+ */
+export interface SingleTargetOptions { uniqueFilter?: boolean }
+export interface UpdateOptions extends WriteOptions, SingleTargetOptions {
   upsert?: boolean
   arrayFilters?: Document[]
   collation?: Document
   hint?: string | Document
 }
 export type ReplaceOptions = Omit<UpdateOptions, 'arrayFilters'>
-export interface DeleteOptions extends WriteOptions {
+export interface DeleteOptions extends WriteOptions, SingleTargetOptions {
   collation?: Document
   hint?: string | Document
 }
@@ -88,6 +95,10 @@ export function checkOptions (input: WriteOptions | undefined, set: OptionSet): 
   }
   const upsert = (options as UpdateOptions).upsert
   if (upsert !== undefined && typeof upsert !== 'boolean') throw new InvalidWriteError(`upsert must be a boolean, got ${describe(upsert)}`)
+  const uniqueFilter = (options as SingleTargetOptions).uniqueFilter
+  if (uniqueFilter !== undefined && (typeof uniqueFilter !== 'boolean' || set === 'insert')) {
+    throw new InvalidWriteError(`uniqueFilter must be a boolean (updates, replaceOne, deletes), got ${describe(uniqueFilter)}`)
+  }
   if (set !== 'insert') checkCommandOptions(options, set)
 }
 

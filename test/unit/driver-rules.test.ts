@@ -17,6 +17,8 @@ function fakeDb (answer: (models: Array<Record<string, unknown>>, n: number) => 
       },
       find: () => ({ toArray: async () => [] }),
     }),
+    // MongoDB itself: its whole-command refusals of the codes raised before execution prove nothing was applied
+    command: async () => ({ version: '8.0.4', gitVersion: 'bc35ab4305d9920d9d0491c1c9ef9b72383d31f9', allocator: 'tcmalloc', ok: 1 }),
   } as unknown as Db
   return { db, calls }
 }

@@ -120,6 +120,11 @@ export function wrappedNetworkError (result: Document = bulkResult()): Error {
   return named('MongoBulkWriteError', cause.message, { errorResponse: cause, writeErrors: [], result })
 }
 
+/** The server refused the whole command (`ok: 0`), as the driver reports it. */
+export function commandError (code: number, message = `fake refusal ${code}`): Error {
+  return named('MongoServerError', message, { code, errorResponse: { ok: 0, code, errmsg: message } })
+}
+
 export function serverSelectionError (): Error {
   return named('MongoServerSelectionError', 'Server selection timed out after 30000 ms')
 }
@@ -226,6 +231,17 @@ export class FakeDb {
   /** when set, find() rejects with it */
   findError: Error | null = null
   readonly client: Document | undefined
+  /**
+   * What `buildInfo` answers: MongoDB's own by default (the fake plays MongoDB's rules), or a
+   * compatible server's (FerretDB's fields), whose whole-command refusals prove nothing.
+   */
+  server: 'mongodb' | 'ferretdb' = 'mongodb'
+  /** commands run through `db.command()` (buildInfo, ping) */
+  readonly commands: Document[] = []
+  /** when set, db.command() rejects with it */
+  commandError: Error | null = null
+  /** when set, a ping is answered only once it resolves (a paused server) */
+  pingGate: Promise<void> | null = null
   readonly #next: Responder[] = []
   readonly #collections = new Map<string, FakeCollection>()
   readonly #store = new Map<string, Map<string, Document>>()
@@ -241,6 +257,20 @@ export class FakeDb {
 
   /** The one cast: what the WriteBuffer is given. */
   get db (): Db { return this as unknown as Db }
+
+  /** `db.command()`: buildInfo (see `server`) and ping. */
+  async command (cmd: Document): Promise<Document> {
+    this.commands.push(cmd)
+    await Promise.resolve()
+    if (this.commandError !== null) throw this.commandError
+    if ('buildInfo' in cmd) {
+      return this.server === 'mongodb'
+        ? { version: '8.0.4', gitVersion: 'bc35ab4305d9920d9d0491c1c9ef9b72383d31f9', allocator: 'tcmalloc', ok: 1 }
+        : { version: '7.0.42', gitVersion: 'unknown', ferretdbVersion: 'v1.24.2', ok: 1 }
+    }
+    if (this.pingGate !== null) await this.pingGate
+    return { ok: 1 }
+  }
 
   /** The fake's clock: one step per bulkWrite start and answer. */
   tick (): number {

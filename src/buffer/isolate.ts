@@ -1,0 +1,160 @@
+import type { AnyBulkWriteOperation, BulkWriteResult } from 'mongodb'
+import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../errors.js'
+import { commandRefusal, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
+import { uncoalesce } from '../write/coalesce.js'
+import { isRetrySafe } from '../write/retry-safety.js'
+import type { WriteOp, WriteResult } from '../write/write-op.js'
+import { PartialFailureReader, resultOf, type PartialFailure } from './outcomes.js'
+
+/**
+ * A whole write command the server refused (`ok: 0`) is split in halves and each half sent
+ * again, recursively, until the refusal is pinned to single writes (Kafka's producer splits a
+ * batch the broker refuses; autobatch-promise shrinks a failing batch): those fail with the
+ * server's code, the others are applied. One bad write (a `collation` DocumentDB refuses for
+ * the whole command, a pipeline update FerretDB 1.24 refuses) no longer fails its batch-mates.
+ *
+ * Which writes may go again follows what the refusal proves (mongo/driver-errors.ts): all of
+ * them when nothing was applied (MongoDB, a code raised before execution); otherwise only the
+ * retry-safe ones — the rest are told `unknown` at once. Halves of an unordered batch go at
+ * the same time (⌈log2 n⌉ extra round trips for one bad write), of an ordered one in order.
+ * A refusal that cannot be a statement's (authorization, a bad namespace: COMMAND_WIDE) is not
+ * split: the writes fail together, once. While a batch is isolated it stays in flight: its
+ * targets stay held and its in-flight slot taken, which also caps how many batches are split
+ * at once (maxInFlight).
+ */
+
+/** Refusals of the command itself, whatever its statements: splitting would only repeat them. */
+const COMMAND_WIDE = new Set([13, 18, 20, 26, 59, 73, 166])
+
+/** What isolation decided for each write; the Sender settles, requeues or fails them. */
+export interface Isolation {
+  acknowledged: (op: WriteOp, result: WriteResult) => void
+  rejected: (op: WriteOp, err: Error) => void
+  /** to send again as they are (not executed in an ordered batch; `uncoalesced` of them split off a merged update) */
+  again: (ops: WriteOp[], uncoalesced: number) => void
+  /** a part failed otherwise (network, transient): decided as a whole-batch failure */
+  failed: (ops: WriteOp[], err: unknown) => void
+}
+
+export interface IsolationContext {
+  send: (models: AnyBulkWriteOperation[]) => Promise<BulkWriteResult>
+  /** what a whole-command refusal means (outcome: 'rejected' when proven not applied; transient) */
+  classify: (refusal: unknown) => Promise<Failure>
+  ordered: boolean
+  collection: string
+}
+
+/** Whether `err` is the server refusing the whole command; the refusal itself, or undefined. */
+export function wholeRefusal (err: unknown): unknown {
+  const refusal = commandRefusal(err)
+  if (refusal !== undefined) return refusal
+  const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
+  if (Array.isArray(writeErrors) && writeErrors.length > 0) return undefined
+  return isServerRefusal(err) ? err : undefined
+}
+
+/** Whether a refused batch is isolated (a lone write: pinned at once, with the server's code) rather than failed as a whole. */
+export function splittable (ops: readonly WriteOp[], refusal: unknown, failure: Failure): boolean {
+  if (failure.transient) return false
+  const code = (refusal as { code?: unknown }).code
+  return !(typeof code === 'number' && COMMAND_WIDE.has(code)) && ops.length > 0
+}
+
+/**
+ * `ops` were refused as one command with `failure`: settle through `out` what can be told now,
+ * and send the others again in halves until every write has its own answer.
+ */
+export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failure, ctx: IsolationContext, out: Isolation): Promise<void> {
+  const proven = failure.outcome === 'rejected'
+  const resend: WriteOp[] = []
+  for (const op of ops) {
+    if (proven || isRetrySafe(op)) {
+      resend.push(op)
+    } else {
+      op.maybeApplied = true
+      out.rejected(op, pinned(op, refusal, 'unknown'))
+    }
+  }
+  if (resend.length === 1) {
+    const op = resend[0] as WriteOp
+    if (op.coalesced !== null && op.coalesced.length > 0) {
+      // one caller's part of a merged update may be to blame: each goes again alone
+      const parts = uncoalesce(op)
+      out.again([op, ...parts], parts.length)
+    } else {
+      if (!proven) op.maybeApplied = true
+      out.rejected(op, pinned(op, refusal, proven && !op.maybeApplied ? 'rejected' : 'unknown'))
+    }
+    return
+  }
+  if (resend.length === 0) return
+  const mid = resend.length >>> 1
+  const halves = [resend.slice(0, mid), resend.slice(mid)]
+  if (ctx.ordered) {
+    for (const half of halves) await sendPart(half, ctx, out)
+  } else {
+    await Promise.all(halves.map(half => sendPart(half, ctx, out)))
+  }
+}
+
+async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation): Promise<void> {
+  const models = new Array<AnyBulkWriteOperation>(ops.length)
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i] as WriteOp
+    op.attempts++
+    if (op.coalesced !== null) for (const c of op.coalesced) c.attempts = op.attempts
+    models[i] = op.model
+  }
+  let result: BulkWriteResult
+  try {
+    result = await ctx.send(models)
+  } catch (err) {
+    const refusal = wholeRefusal(err)
+    if (refusal !== undefined) {
+      const failure = await ctx.classify(refusal)
+      if (failure.transient) out.failed(ops, refusal)
+      else await isolate(ops, refusal, failure, ctx, out)
+      return
+    }
+    const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
+    if (Array.isArray(writeErrors) && writeErrors.length > 0) {
+      partlyRefused(ops, err as PartialFailure, ctx, out)
+    } else {
+      out.failed(ops, err)
+    }
+    return
+  }
+  const upserted = result.upsertedIds
+  for (let i = 0; i < ops.length; i++) out.acknowledged(ops[i] as WriteOp, resultOf(ops[i] as WriteOp, i, upserted))
+}
+
+function partlyRefused (ops: WriteOp[], err: PartialFailure, ctx: IsolationContext, out: Isolation): void {
+  const reader = new PartialFailureReader(err, ctx.ordered, ctx.collection)
+  const again: WriteOp[] = []
+  let uncoalesced = 0
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i] as WriteOp
+    const verdict = reader.verdict(op, i, null)
+    switch (verdict.kind) {
+      case 'acknowledged': out.acknowledged(op, verdict.value); break
+      case 'rejected': out.rejected(op, verdict.error); break
+      case 'not-executed': op.attempts--; again.push(op); break
+      case 'uncoalesce': {
+        const parts = uncoalesce(op)
+        uncoalesced += parts.length
+        again.push(op, ...parts)
+        break
+      }
+    }
+  }
+  if (again.length > 0) out.again(again, uncoalesced)
+}
+
+/** What a write the refusal is pinned to (or that may not go again) is told: the server's code, kept. */
+function pinned (op: WriteOp, refusal: unknown, outcome: 'rejected' | 'unknown'): Error {
+  const r = refusal as { code?: unknown, message?: unknown }
+  if (typeof r.code === 'number') {
+    return new WriteRejectedError(r.code, typeof r.message === 'string' ? r.message : 'write refused', op.attempts, undefined, outcome)
+  }
+  return new WriteBufferError(ErrorCodes.BATCH_FAILED, `write refused: ${describeError(refusal)}`, outcome, op.attempts, refusal)
+}

@@ -1,0 +1,55 @@
+import type { Db, Document } from 'mongodb'
+
+/**
+ * Whether the server is MongoDB itself, from its `buildInfo`: the only server whose whole-
+ * command refusals (`ok: 0`) this library trusts to mean "nothing applied" for the codes
+ * mongo/server-codes.ts lists as raised before execution. A compatible server (FerretDB,
+ * DocumentDB, a cloud API) speaks the protocol but raises codes at its own moments.
+ *
+ * MongoDB's buildInfo names the commit it was built from (`gitVersion`, 40 hex digits) and its
+ * `allocator`; FerretDB adds `ferretdbVersion` / `ferretdbFeatures` and answers
+ * `gitVersion: "unknown"`. Anything that does not look like MongoDB counts as not MongoDB:
+ * the cost of a wrong "no" is an honest `unknown`, of a wrong "yes" a lie.
+ */
+export function looksLikeMongoDB (buildInfo: Document): boolean {
+  for (const key in buildInfo) if (key.toLowerCase().startsWith('ferretdb')) return false
+  return typeof buildInfo.gitVersion === 'string' && /^[0-9a-f]{40}$/.test(buildInfo.gitVersion) &&
+    typeof buildInfo.allocator === 'string' && typeof buildInfo.version === 'string'
+}
+
+/**
+ * Hosts the drivers themselves know are not MongoDB (node-mongodb-native src/utils.ts
+ * COSMOS_DB_CHECK / DOCUMENT_DB_CHECK): their buildInfo may imitate MongoDB's.
+ */
+const NON_GENUINE_HOST = /\.cosmos\.azure\.com$|\.docdb(-elastic)?\.amazonaws\.com$/i
+
+/** Whether any of the client's seed hosts is a known MongoDB-compatible cloud service. */
+export function nonGenuineHost (hosts: ReadonlyArray<{ host?: string } | string> | undefined): boolean {
+  if (hosts === undefined) return false
+  for (const h of hosts) {
+    const name = typeof h === 'string' ? h.replace(/:\d+$/, '') : h.host
+    if (name !== undefined && NON_GENUINE_HOST.test(name)) return true
+  }
+  return false
+}
+
+/** Asked once per buffer, and only after a server refused a whole command (so it answers). */
+export class ServerIdentity {
+  #known: boolean | undefined
+  #asking: Promise<boolean> | null = null
+
+  constructor (readonly db: Pick<Db, 'command'> & { client?: unknown }) {}
+
+  /** MongoDB or not; a failed buildInfo answers false (not proven) and is asked again next time. */
+  isMongoDB (): Promise<boolean> {
+    if (this.#known !== undefined) return Promise.resolve(this.#known)
+    if (typeof this.db.command !== 'function') return Promise.resolve(false)
+    const hosts = (this.db as { client?: { options?: { hosts?: Array<{ host?: string }> } } }).client?.options?.hosts
+    if (nonGenuineHost(hosts)) return Promise.resolve(this.#known = false)
+    this.#asking ??= this.db.command({ buildInfo: 1 }).then(
+      info => (this.#known = looksLikeMongoDB(info)),
+      () => false
+    ).finally(() => { this.#asking = null })
+    return this.#asking
+  }
+}

@@ -1,0 +1,167 @@
+import { describe, expect, it } from 'vitest'
+import { BSON, type Document } from 'mongodb'
+import { ErrorCodes, InvalidWriteError } from '../../src/index.js'
+import { apply, commandError, networkError, settle, type BulkCall, type Responder } from './fake-db.js'
+import { fastForward, harness, useFakeClock } from './harness.js'
+
+const NUL = String.fromCharCode(0)
+const FAST = { retry: { baseDelayMs: 1 }, maxTimeMS: 200 }
+
+/** Refuses the whole command (nothing applied) when one of its statements has `collation`, as DocumentDB does (code 115). */
+const refuseCollation = (code: number): Responder => (call: BulkCall, db) => {
+  if (call.bodies.some(b => b.collation !== undefined)) throw commandError(code)
+  return apply(call, db)
+}
+
+function outcomes (results: Array<Awaited<ReturnType<typeof settle>>>): string[] {
+  return results.map(r => r.status === 'fulfilled' ? 'ok' : `${String((r.reason as Document).code)}/${String((r.reason as Document).outcome)}`)
+}
+
+describe('a whole-command refusal is isolated to the write to blame', () => {
+  it('MongoDB, a code raised before execution: nothing applied, so every write may go again — even $inc; the bad one fails alone, rejected, with the code', async () => {
+    const { fake, wb, c } = harness(FAST)
+    fake.fallback = refuseCollation(2)
+    const writes = Array.from({ length: 51 }, (_, i) => settle(c.updateOne({ _id: i }, { $inc: { n: 1 } },
+      i === 17 ? { upsert: true, collation: { locale: 'fr' } } : { upsert: true })))
+    const results = outcomes(await Promise.all(writes))
+    expect(results.filter(r => r === 'ok')).toHaveLength(50)
+    expect(results[17]).toBe('2/rejected')
+    expect(fake.docs('c')).toHaveLength(50)
+    expect(fake.docs('c').every(d => d.n === 1)).toBe(true) // applied once each
+    // 1 refused + halves down to the bad one: at most 2 per level, ⌈log2 51⌉ = 6 levels
+    expect(fake.calls.length).toBeLessThanOrEqual(1 + 2 * 6)
+    expect(wb.stats().isolatedBatches).toBe(1)
+  })
+
+  it('not MongoDB: a refusal proves nothing — retry-safe writes go again and the bad one is pinned (unknown, code kept); a $inc is told unknown, never resent', async () => {
+    const { fake, c } = harness(FAST)
+    fake.server = 'ferretdb'
+    fake.fallback = refuseCollation(115)
+    const writes = Array.from({ length: 50 }, (_, i) => settle(c.updateOne({ _id: i }, { $set: { v: i } }, { upsert: true })))
+    const bad = settle(c.updateOne({ _id: 'bad' }, { $set: { v: 0 } }, { upsert: true, collation: { locale: 'fr' } }))
+    const inc = settle(c.updateOne({ _id: 'inc' }, { $inc: { n: 1 } }, { upsert: true }))
+    const results = outcomes(await Promise.all([...writes, bad, inc]))
+    expect(results.slice(0, 50).every(r => r === 'ok')).toBe(true)
+    expect(results[50]).toBe('115/unknown')
+    expect(results[51]).toBe('115/unknown')
+    const incSent = fake.calls.filter(call => call.ids.includes('inc'))
+    expect(incSent).toHaveLength(1)
+    expect(fake.docs('c').map(d => d._id)).not.toContain('bad')
+    expect(fake.docs('c')).toHaveLength(50)
+  })
+
+  it('a refusal of the command itself (Unauthorized) is not split: one call, every write fails once', async () => {
+    const { fake, c } = harness(FAST)
+    fake.fallback = () => { throw commandError(13, 'not authorized') }
+    const results = outcomes(await Promise.all([1, 2, 3, 4].map(i => settle(c.insertOne({ _id: i })))))
+    expect(fake.calls).toHaveLength(1)
+    expect(results).toEqual(Array(4).fill(`${ErrorCodes.BATCH_FAILED}/rejected`))
+  })
+
+  it('a transient refusal from a server that is not MongoDB (InternalError after part of the batch): retry-safe writes retried and applied, a $inc told unknown', async () => {
+    useFakeClock()
+    const { fake, c } = harness(FAST)
+    fake.server = 'ferretdb'
+    fake.next((call, db) => {
+      apply(call, db) // applied, and still answered ok: 0 (PITFALLS 14)
+      throw commandError(1, 'InternalError')
+    })
+    const set = c.updateOne({ _id: 1 }, { $set: { v: 1 } }, { upsert: true })
+    const inc = c.updateOne({ _id: 2 }, { $inc: { n: 1 } }, { upsert: true })
+    const [s, i] = await Promise.all([fastForward(set), fastForward(inc)])
+    expect(s.status).toBe('fulfilled')
+    expect(i.status === 'rejected' && (i.reason as Document).outcome).toBe('unknown')
+    expect(fake.docs('c').find(d => d._id === 2)?.n).toBe(1) // told unknown: it was applied, once
+  })
+})
+
+describe('what cannot be sent never joins a batch', () => {
+  it('refused at submit, naming the path: NUL bytes in keys and RegExps, unknown operators, non-numeric $inc/$mul', async () => {
+    const { fake, c } = harness()
+    const bad: Array<[() => Promise<unknown>, RegExp]> = [
+      [() => c.insertOne({ ok: 1, nested: { 'a\0b': 1 } }), /key "a\\u0000b" in nested contains a NUL byte/],
+      [() => c.updateOne({ _id: 1 }, { $set: { 'x\0': 1 } }), /NUL byte/],
+      [() => c.updateOne({ 'f\0': 1 }, { $set: { x: 1 } }), /NUL byte/],
+      [() => c.insertOne({ r: new RegExp(`a${NUL}b`) }), /r: regular expression pattern contains a NUL byte/],
+      [() => c.updateOne({ _id: 1 }, { $foo: { a: 1 } }), /unknown update operator "\$foo"/],
+      [() => c.updateOne({ _id: 1 }, { $inc: { a: 'x' } }), /\$inc needs a number for "a"/],
+      [() => c.updateOne({ _id: 1 }, { $mul: { a: null } }), /\$mul needs a number for "a"/],
+      [() => c.updateOne({ _id: 1 }, [{ $match: { a: 1 } }]), /update pipeline stage 0 is "\$match"/],
+    ]
+    for (const [write, message] of bad) {
+      const err = await write().then(() => undefined, (e: unknown) => e)
+      expect(err, String(message)).toBeInstanceOf(InvalidWriteError)
+      expect((err as Error).message).toMatch(message)
+    }
+    await c.updateOne({ _id: 1 }, { $inc: { a: 1 }, $set: { b: 1 } }, { upsert: true })
+    expect(fake.calls).toHaveLength(1)
+  })
+
+  it('a document changed after submit so it cannot be serialized: it fails alone (not-sent, naming the key), its batch-mates are sent', async () => {
+    const { fake, c } = harness(FAST)
+    // the driver serializes at send time and throws for the whole bulkWrite (PITFALLS 16)
+    fake.fallback = (call, db) => {
+      for (const body of call.raw) BSON.serialize(body)
+      return apply(call, db)
+    }
+    const docs = [{ _id: 1 }, { _id: 2 }, { _id: 3 }] as Document[]
+    const writes = docs.map(d => settle(c.insertOne(d)))
+    ;(docs[1] as Document)['bad\0key'] = 1 // same tick: before the batch is sent
+    const results = await Promise.all(writes)
+    expect(results[0]?.status).toBe('fulfilled')
+    expect(results[2]?.status).toBe('fulfilled')
+    const err = results[1]?.status === 'rejected' ? results[1].reason as Document : {}
+    expect(err).toMatchObject({ code: ErrorCodes.INVALID_WRITE, outcome: 'not-sent' })
+    expect(err.message).toMatch(/bad\\u0000key/)
+    expect(fake.docs('c').map(d => d._id)).toEqual([1, 3])
+  })
+})
+
+describe('retry-safe means a resend cannot reach another document', () => {
+  it('an updateOne on a non-_id filter is not sent again after an unknown outcome; with uniqueFilter it is', async () => {
+    useFakeClock()
+    const { fake, c } = harness(FAST)
+    fake.next(() => { throw networkError() }, () => { throw networkError() })
+    const plain = await fastForward(c.updateOne({ name: 'a' }, { $set: { v: 1 } }))
+    expect(plain.status === 'rejected' && (plain.reason as Document).outcome).toBe('unknown')
+    expect(fake.calls).toHaveLength(1)
+    const unique = await fastForward(c.updateOne({ name: 'b' }, { $set: { v: 1 } }, { uniqueFilter: true }))
+    expect(unique.status).toBe('fulfilled')
+    expect(fake.calls).toHaveLength(3)
+    // an _id with other fields beside it still pins one document
+    fake.next(() => { throw networkError() })
+    expect((await fastForward(c.updateOne({ _id: 5, name: 'c' }, { $set: { v: 1 } }))).status).toBe('fulfilled')
+  })
+})
+
+describe('the fence survives a paused server', () => {
+  it('a later write to a fenced document waits for maxTimeMS + margin after the server first answers again, not only after the failure', async () => {
+    useFakeClock()
+    const { fake, c } = harness({ maxTimeMS: 1_000, retry: { maxAttempts: 1 } })
+    let wake!: () => void
+    fake.pingGate = new Promise<void>(resolve => { wake = resolve }) // paused: pings unanswered
+    fake.next(() => { throw networkError() })
+    const first = await fastForward(c.updateOne({ _id: 1 }, { $inc: { n: 1 } }))
+    expect(first.status === 'rejected' && (first.reason as Document).outcome).toBe('unknown')
+    const failedAt = Date.now()
+    const later = c.updateOne({ _id: 1 }, { $set: { v: 2 } })
+    const t = settle(later)
+    // 5 s: far past maxTimeMS + 1 s from the failure, yet the server has not answered since
+    for (let i = 0; i < 100; i++) await fastForwardStep(50)
+    expect(fake.calls).toHaveLength(1)
+    wake()
+    const wokeAt = Date.now()
+    await fastForward(later)
+    await t
+    expect(fake.calls).toHaveLength(2)
+    expect((fake.calls[1] as BulkCall).startedAt).toBeGreaterThan(0)
+    expect(Date.now() - wokeAt).toBeGreaterThanOrEqual(2_000 - 50) // maxTimeMS + 1 s after the answer
+    expect(wokeAt - failedAt).toBeGreaterThanOrEqual(5_000)
+  })
+})
+
+async function fastForwardStep (ms: number): Promise<void> {
+  const { vi } = await import('vitest')
+  await vi.advanceTimersByTimeAsync(ms)
+  await new Promise<void>(resolve => setImmediate(resolve))
+}
