@@ -12,6 +12,8 @@
 #
 # Idempotent. The built binary is cached outside the repo ($FWB_CACHE_DIR) and
 # the data lives in $FWB_STATE_DIR; neither is ever written inside the checkout.
+# Ports: FWB_FERRET_PORT (default 27018), FWB_PG_PORT (default 54329). A second instance is the
+# same script with other ports and another FWB_STATE_DIR (test/support/private-server.ts does so).
 set -euo pipefail
 
 FERRET_VERSION=v1.24.2
