@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config'
+import { BaseSequencer, type TestSpecification } from 'vitest/node'
 
 /**
  * Integration files that run alone, one after the other, after the others: each one stops,
@@ -7,13 +8,23 @@ import { defineConfig } from 'vitest/config'
  * instead of the code. Every other integration file runs beside one more (2 workers): each
  * has a database of its own (helpers.ts openDb) and asserts no timing.
  */
-const SOLO = ['test/faults.test.ts', 'test/overtaking.test.ts', 'test/sigterm.test.ts', 'test/cache-bus.test.ts']
+const SOLO = (process.env.FWB_SOLO_ORDER ?? 'test/faults.test.ts,test/overtaking.test.ts,test/sigterm.test.ts,test/cache-bus.test.ts').split(',')
+
+/** The solo files in SOLO's order, every run (vitest's default order depends on its cache); the others as vitest sorts them. */
+class SoloOrder extends BaseSequencer {
+  override async sort (files: TestSpecification[]): Promise<TestSpecification[]> {
+    const rank = (f: TestSpecification): number => SOLO.findIndex(s => f.moduleId.endsWith(s))
+    const sorted = await super.sort(files.filter(f => rank(f) < 0))
+    return [...sorted, ...files.filter(f => rank(f) >= 0).sort((a, b) => rank(a) - rank(b))]
+  }
+}
 
 export default defineConfig({
   test: {
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    sequence: { sequencer: SoloOrder },
     // this machine has 2 cores (vitest's default would leave one idle)
     maxWorkers: 2,
     projects: [

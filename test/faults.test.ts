@@ -18,8 +18,8 @@ let directDb: Db
 let proxy: FaultProxy
 let client: MongoClient
 let db: Db
-/** the restart test's own server, started while the tests before it run */
-let privateServer: Promise<PrivateServer> | undefined
+/** the restart test's own server */
+let privateServer: PrivateServer | undefined
 const report: Record<string, ReturnType<Ledger['audit']> & { unsettled: number }> = {}
 
 async function within<T> (ms: number, p: Promise<T>): Promise<T> {
@@ -36,10 +36,6 @@ async function insertCopies (name: string, from: Db = directDb): Promise<Map<num
 describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twice, every promise settles', () => {
   beforeEach(() => { proxy?.up(); proxy?.resume() })
   beforeAll(async () => {
-    if (privateServerUnavailable() === '') {
-      privateServer = startPrivateServer()
-      privateServer.catch(() => {}) // reported by the test that awaits it
-    }
     ({ client: direct, db: directDb } = await openDb('faults'))
     proxy = await FaultProxy.start(target!.host, target!.port)
     client = new MongoClient(proxy.uri(mongoUri()), { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
@@ -51,7 +47,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     await client?.close()
     await proxy?.close()
     await direct?.close()
-    await privateServer?.then(server => server.close(), () => {})
+    await privateServer?.close()
   })
 
   it('connections cut during flushes under concurrent load', async () => {
@@ -228,7 +224,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     // a private server of the suite's engine: the shared one is never stopped
     const unavailable = privateServerUnavailable()
     ctx.skip(unavailable !== '', `needs a server process this test may stop and start: ${unavailable}`)
-    const server = await privateServer!
+    const server = privateServer = await startPrivateServer()
     const own = new MongoClient(server.uri, { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
     try {
       await own.connect()

@@ -70,7 +70,8 @@ export async function startPrivateServer (): Promise<PrivateServer> {
   let stopProcess: () => Promise<void>
   let startProcess: () => Promise<void>
   if (plan.engine === 'ferretdb') {
-    const env = { ...process.env, FWB_FERRET_PORT: String(await freePort()), FWB_PG_PORT: String(await freePort()), FWB_STATE_DIR: dir }
+    const port = await freePortPair() // FerretDB on port, PostgreSQL on port + 1: never the same port twice
+    const env = { ...process.env, FWB_FERRET_PORT: String(port), FWB_PG_PORT: String(port + 1), FWB_STATE_DIR: dir }
     script = cmd => run('bash', [plan.script, cmd], { env, timeout: 120_000 })
     stopProcess = async () => { await script('stop-ferret') }
     startProcess = async () => { await script('start-ferret') }
