@@ -1,11 +1,13 @@
 // The machine and server a run was measured on.
 import { MongoClient } from 'mongodb'
 import os from 'node:os'
+import { describeServer } from '../scripts/server-info.mjs'
 
 export async function machineInfo (uri) {
   const client = new MongoClient(uri)
   try {
-    const info = await client.db('admin').admin().command({ buildInfo: 1 })
+    // engine and version from buildInfo: FerretDB reports its own version beside the MongoDB one it emulates
+    const server = await describeServer(client)
     const cpus = os.cpus()
     return {
       os: `${os.type()} ${os.release()} ${os.arch()}`,
@@ -16,9 +18,10 @@ export async function machineInfo (uri) {
       loadAvg1mAtStart: Math.round(os.loadavg()[0] * 100) / 100,
       node: process.versions.node,
       server: {
-        source: info.ferretdbVersion === undefined ? 'MongoDB' : 'FerretDB',
-        version: info.ferretdbVersion ?? info.version,
-        reportsMongoVersion: info.version,
+        source: server.name,
+        engine: server.engine,
+        version: server.version,
+        reportsMongoVersion: server.reportsMongoVersion,
       },
     }
   } finally {

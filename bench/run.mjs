@@ -40,12 +40,15 @@ if (!uri) {
 const mode = args.quick ? 'quick' : 'full'
 const common = { baselineRef: args.baseline ?? (args.quick ? undefined : 'e27eba6') }
 const settings = args.quick
-  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 3, loginDurationS: 2, curveDurationS: 1, hotPathOps: 50_000, hotPathPasses: 1, cacheScaleOps: 300, cacheBusTrials: 50 }
+  // quick: a smoke run (test/bench.test.ts): every suite and row once, windows of 1 s; its numbers are not quoted anywhere
+  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 1, loginDurationS: 1, curveDurationS: 1, hotPathOps: 20_000, hotPathPasses: 1, cacheScaleOps: 300, cacheBusTrials: 50 }
   : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, loginDurationS: 10, curveDurationS: 8, hotPathOps: 200_000, hotPathPasses: 3, cacheScaleOps: 2_000, cacheBusTrials: 500 }
 const SUITES = { raw: rawSuite, overhead: overheadSuite, http: httpSuite, loadCurve: loadCurveSuite, login: loginSuite, loginDetached: loginDetachedSuite, coalescing: coalescingSuite, cacheScale: cacheScaleSuite, cacheBus: cacheBusSuite, hotPath: hotPathSuite }
 
 const started = performance.now()
 const report = { mode, startedAt: new Date().toISOString(), durationMs: 0, machine: await machineInfo(uri), suites: {}, targets: [] }
+const measured = report.machine.server
+console.error(`[bench] measuring ${measured.source} ${measured.version} (engine ${measured.engine}; reports MongoDB ${measured.reportsMongoVersion}) at ${uri.replace(/\/\/[^@/]*@/, '//…@')}`)
 for (const [key, suite] of Object.entries(SUITES)) {
   const t = performance.now()
   report.suites[key] = await suite(settings)
@@ -61,4 +64,4 @@ await mkdir(args.out, { recursive: true })
 await writeFile(join(args.out, 'latest.json'), JSON.stringify(report, null, 2) + '\n')
 await writeFile(join(args.out, 'latest.svg'), svg(chartGroups(report), heading))
 process.stdout.write(markdown(report))
-console.error(`[bench] ${mode} run took ${(report.durationMs / 1000).toFixed(1)} s; results in ${args.out}`)
+console.error(`[bench] ${mode} run on ${measured.source} ${measured.version} took ${(report.durationMs / 1000).toFixed(1)} s; results in ${args.out}`)

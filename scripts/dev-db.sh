@@ -7,10 +7,13 @@
 #   scripts/dev-db.sh status  print the URI and exit 0 if running (FerretDB listening,
 #                             PostgreSQL up), else print "not running" and exit 1
 #   scripts/dev-db.sh uri     print the URI the stand-in uses, running or not
+#   scripts/dev-db.sh built   exit 0 if `up` can start without building or installing anything
 #   scripts/dev-db.sh stop-ferret | start-ferret   (fault tests: bounce FerretDB only)
 #
 # Idempotent. The built binary is cached outside the repo ($FWB_CACHE_DIR) and
 # the data lives in $FWB_STATE_DIR; neither is ever written inside the checkout.
+# Ports: FWB_FERRET_PORT (default 27018), FWB_PG_PORT (default 54329). A second instance is the
+# same script with other ports and another FWB_STATE_DIR (test/support/private-server.ts does so).
 set -euo pipefail
 
 FERRET_VERSION=v1.24.2
@@ -154,5 +157,6 @@ case "${1:-up}" in
     if port_open "$FERRET_PORT" && ferret_running && pg_running; then echo "$URI"; else echo "not running"; exit 1; fi
     ;;
   uri) echo "$URI" ;;
-  *) echo "usage: $0 up|down|status|uri|build|start-ferret|stop-ferret" >&2; exit 2 ;;
+  built) [ -x "$FERRET_BIN" ] && pg_bindir >/dev/null ;;
+  *) echo "usage: $0 up|down|status|uri|build|built|start-ferret|stop-ferret" >&2; exit 2 ;;
 esac

@@ -1,19 +1,33 @@
-// Resolves a MongoDB wire-protocol server for tests, benchmarks and the example app:
-// 1. MONGODB_URI if set;
-// 2. the project's local stand-in, FerretDB 1.24.2 on PostgreSQL 15 (scripts/dev-db.sh), when it
-//    is already running: a connect to its port (100 ms at most) first, then `dev-db.sh status`;
-// 3. mongodb-memory-server, if it can get a mongod binary (it downloads one at run time,
-//    which fails fast on machines without internet: we give it 20 s at most);
-// 4. the stand-in again, built if needed and started with `dev-db.sh up`.
+// Resolves a MongoDB wire-protocol server for tests, benchmarks and the example app.
+//
+// 1. MONGODB_URI, if set, always wins.
+// 2. FWB_ENGINE picks a server engine the project can start by itself:
+//    - ferretdb: FerretDB 1.24.2 on PostgreSQL 15 (scripts/dev-db.sh): reused when already
+//      running on its port, else built if needed and started;
+//    - docdb: FerretDB 2.5 on PostgreSQL 15 with the DocumentDB extension, run by
+//      ../shared/docdb/docdb.sh next to the checkout (FWB_DOCDB_DIR overrides the folder; port
+//      FWB_DOCDB_PORT, default 27417): reused when already listening, else built and started.
+//      Where that folder is missing it says so and stops: nothing here can build DocumentDB.
+// 3. FWB_ENGINE unset: the first of
+//    a. a server already running: a MongoDB on 127.0.0.1:27017 (the port the README's snippets
+//       use), then the ferretdb stand-in on its port (a connect of 100 ms at most, then a
+//       `hello` / `dev-db.sh status`);
+//    b. mongodb-memory-server, if it can get a mongod binary (it downloads one at run time,
+//       which fails fast on machines without internet: we give it 20 s at most);
+//    c. the ferretdb stand-in, built if needed and started.
 // Returns { uri, source, stop } where stop() stops only what this call started.
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { connect } from 'node:net'
+import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 
 const run = promisify(execFile)
 const devDb = fileURLToPath(new URL('./dev-db.sh', import.meta.url))
+const checkout = dirname(dirname(devDb))
 const PROBE_MS = 100
+export const ENGINES = ['ferretdb', 'docdb']
 
 /** Whether something accepts TCP connections on host:port within `ms`. */
 function portOpen (host, port, ms) {
@@ -24,6 +38,33 @@ function portOpen (host, port, ms) {
     socket.once('connect', () => done(true))
     socket.once('error', () => done(false))
   })
+}
+
+/** Runs a script, its progress (stderr) shown as it comes; resolves with its stdout. */
+function runShown (file, args, env = process.env) {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', [file, ...args], { stdio: ['ignore', 'pipe', 'inherit'], env })
+    let out = ''
+    child.stdout.on('data', chunk => { out += chunk })
+    child.once('error', reject)
+    child.once('exit', code => code === 0 ? resolve(out) : reject(new Error(`${file} ${args.join(' ')} exited with ${code}`)))
+  })
+}
+
+/** A MongoDB (or any server answering `hello`) already listening on 127.0.0.1:27017. */
+async function runningOn27017 () {
+  if (!await portOpen('127.0.0.1', 27017, PROBE_MS)) return undefined
+  const uri = 'mongodb://127.0.0.1:27017/'
+  const { MongoClient } = await import('mongodb')
+  const client = new MongoClient(uri, { serverSelectionTimeoutMS: 1_000, directConnection: true })
+  try {
+    await client.db('admin').command({ hello: 1 })
+    return uri
+  } catch {
+    return undefined
+  } finally {
+    await client.close()
+  }
 }
 
 /** The stand-in's URI when it is up already; undefined otherwise. dev-db.sh owns its port and URI. */
@@ -82,23 +123,67 @@ async function tryMemoryServer (log) {
   }
 }
 
-export async function resolveMongo (log = msg => console.error(`[db] ${msg}`)) {
-  if (process.env.MONGODB_URI) return { uri: process.env.MONGODB_URI, source: 'MONGODB_URI', stop: async () => {} }
+/** The ferretdb engine: the stand-in, reused if running, else started (and then stopped by stop()). */
+async function ferretdb (log) {
   const running = await runningStandIn(log)
   if (running !== undefined) {
-    log('reusing the running FerretDB stand-in')
-    return { uri: running, source: 'ferretdb', stop: async () => {} }
+    log('reusing the running FerretDB 1.24 stand-in')
+    return { uri: running, source: 'ferretdb (running)', stop: async () => {} }
+  }
+  log('starting the FerretDB 1.24 + PostgreSQL stand-in (scripts/dev-db.sh up)')
+  const uri = (await runShown(devDb, ['up'])).trim().split('\n').pop()
+  return { uri, source: 'ferretdb', stop: async () => { await run('bash', [devDb, 'down']) } }
+}
+
+/** Where docdb.sh is expected: ../shared/docdb next to the checkout, or FWB_DOCDB_DIR. */
+export function docdbScript () {
+  return join(resolve(process.env.FWB_DOCDB_DIR ?? join(checkout, '..', 'shared', 'docdb')), 'docdb.sh')
+}
+
+/** Why the docdb engine cannot run here, or undefined when it can. */
+export function docdbMissing () {
+  const script = docdbScript()
+  if (!existsSync(script)) {
+    return `the docdb engine needs ${script} (the shared DocumentDB build folder next to the checkout, ` +
+      'or FWB_DOCDB_DIR); it is not on this machine, so only FWB_ENGINE=ferretdb (FerretDB 1.24) can run here'
+  }
+  return undefined
+}
+
+/** The docdb engine: docdb.sh's server on FWB_DOCDB_PORT, reused if listening, else started (and then stopped by stop()). */
+async function docdb (log) {
+  const missing = docdbMissing()
+  if (missing !== undefined) throw new Error(missing)
+  const script = docdbScript()
+  const port = process.env.FWB_DOCDB_PORT ?? '27417'
+  if (await portOpen('127.0.0.1', Number(port), PROBE_MS)) {
+    log(`reusing the server listening on ${port} (docdb.sh up ${port} started it, or it is in use: the probe below says what it is)`)
+    return { uri: `mongodb://127.0.0.1:${port}/`, source: 'docdb (running)', stop: async () => {} }
+  }
+  log(`starting FerretDB 2.5 + DocumentDB (${script} up ${port}; the first run builds it, ~1.5 min plus apt)`)
+  const uri = (await runShown(script, ['up', port])).trim().split('\n').pop()
+  return { uri, source: 'docdb', stop: async () => { await run('bash', [script, 'down', port]) } }
+}
+
+export async function resolveMongo (log = msg => console.error(`[db] ${msg}`)) {
+  if (process.env.MONGODB_URI) return { uri: process.env.MONGODB_URI, source: 'MONGODB_URI', stop: async () => {} }
+  const engine = process.env.FWB_ENGINE ?? ''
+  if (engine === 'ferretdb') return ferretdb(log)
+  if (engine === 'docdb') return docdb(log)
+  if (engine !== '') throw new Error(`FWB_ENGINE must be one of ${ENGINES.join(', ')} (or unset), got "${engine}"`)
+
+  const mongod = await runningOn27017()
+  if (mongod !== undefined) {
+    log('reusing the server already running on 127.0.0.1:27017')
+    return { uri: mongod, source: 'running on 27017', stop: async () => {} }
+  }
+  const running = await runningStandIn(log)
+  if (running !== undefined) {
+    log('reusing the running FerretDB 1.24 stand-in')
+    return { uri: running, source: 'ferretdb (running)', stop: async () => {} }
   }
   const memory = await tryMemoryServer(log)
   if (memory !== undefined) return memory
   // another process may have started it while mongodb-memory-server was trying: then it is not ours to stop
-  const startedMeanwhile = await runningStandIn(log)
-  if (startedMeanwhile !== undefined) {
-    log('reusing the FerretDB stand-in, started meanwhile')
-    return { uri: startedMeanwhile, source: 'ferretdb', stop: async () => {} }
-  }
-  log('starting the FerretDB + PostgreSQL stand-in (scripts/dev-db.sh up)')
-  const { stdout } = await run('bash', [devDb, 'up'], { maxBuffer: 1 << 20, timeout: 15 * 60_000 })
-  const uri = stdout.trim().split('\n').pop()
-  return { uri, source: 'ferretdb', stop: async () => { await run('bash', [devDb, 'down']) } }
+  return ferretdb(log)
 }

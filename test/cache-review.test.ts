@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BSON, Long, type Db, type Document, type MongoClient } from 'mongodb'
 import { WriteBuffer } from '../src/index.js'
 import { openDb } from './helpers.js'
+import { lacks } from './support/capabilities.js'
 
 /**
  * Regressions found in review of the read cache: each case reads through the cache, writes
@@ -68,7 +69,8 @@ describe('read cache review regressions', () => {
     await wb.close()
   })
 
-  it('one update creates its new fields in the order the server does (by path, not as written)', async () => {
+  // the cache follows MongoDB's rule; a server that creates them as written answers in another order
+  it.skipIf(lacks('newFieldsInPathOrder'))('one update creates its new fields in the order the server does (by path, not as written) [needs new fields in path order]', async () => {
     await db.collection('order').insertMany([
       { _id: 1 as never, k: 0 }, { _id: 2 as never, k: 0 }, { _id: 3 as never, k: 0 }, { _id: 4 as never, k: 0 }, { _id: 5 as never, k: 0 },
     ])

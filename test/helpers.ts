@@ -3,7 +3,10 @@ import { inject } from 'vitest'
 
 export const mongoUri = (): string => inject('mongoUri')
 
-/** A client and a fresh database of its own for one test file. */
+/**
+ * A client and a fresh database of its own for one test file: `fwb_<name>`, dropped first.
+ * Test files run side by side (vitest.config.ts), so `name` must be one no other file uses.
+ */
 export async function openDb (name: string, options?: MongoClientOptions): Promise<{ client: MongoClient, db: Db }> {
   const client = new MongoClient(mongoUri(), { monitorCommands: true, ...options })
   await client.connect()

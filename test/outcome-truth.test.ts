@@ -3,7 +3,7 @@ import { MongoClient, type AnyBulkWriteOperation, type Db, type Document } from 
 import { WriteBuffer } from '../src/index.js'
 import { FaultProxy, hostPortOf } from './support/fault-proxy.js'
 import { Ledger } from './support/ledger.js'
-import { PrivateServer, privateServerUnavailable } from './support/private-server.js'
+import { PrivateServer, privateServerUnavailable } from './support/private-ferret.js'
 import { mongoUri, openDb } from './helpers.js'
 
 /**

@@ -8,15 +8,35 @@ import { mongoUri, openDb } from './helpers.js'
  * A late first attempt must never land after a later acknowledged write to its document
  * (a timeout does not stop the server executing it). The proxy holds an update command — or its reply — past the
  * driver's socket timeout; the buffer sees an ambiguous failure while the server may still
- * execute the command. Every round writes $set {v: 1} and then $set {v: 2} to each of 200
+ * execute the command. Every round writes $set {v: 1} and then $set {v: 2} to each of DOCS (50)
  * documents; at the end every document must equal its last acknowledged write.
  */
 const target = hostPortOf(mongoUri())
-const DOCS = 200
-const SOCKET_TIMEOUT_MS = 400
-const MAX_TIME_MS = 500
-/** the held command reaches the server well after the socket timeout, before the fence ends */
-const HOLD_MS = 1_200
+const DOCS = 50
+/**
+ * The timings scale with how long this server takes for one such command unheld (T, measured
+ * first): an unheld command must finish well within the socket timeout, or the second writes
+ * time out too and the round measures the machine's load instead of the fence. On an idle
+ * machine they are the floors: 400 / 500 / ~1,150 ms.
+ */
+let SOCKET_TIMEOUT_MS = 400
+/** the buffer's maxTimeMS: the fence after an unknown outcome lasts maxTimeMS + 1 s */
+let MAX_TIME_MS = 500
+/** the held command reaches the server well after the socket timeout, in the middle of the fence */
+let HOLD_MS = 1_200
+
+/** The slowest of 3 unheld update commands of DOCS `$set` statements, in ms. */
+async function unheldCommandMs (db: Db): Promise<number> {
+  const c = db.collection<{ _id: number, v: number }>('timing')
+  await c.insertMany(Array.from({ length: DOCS }, (_, k) => ({ _id: k, v: 0 })))
+  let slowest = 0
+  for (let i = 1; i <= 3; i++) {
+    const t0 = performance.now()
+    await c.bulkWrite(Array.from({ length: DOCS }, (_, k) => ({ updateOne: { filter: { _id: k }, update: { $set: { v: i } } } })), { ordered: false })
+    slowest = Math.max(slowest, performance.now() - t0)
+  }
+  return slowest
+}
 
 let direct: MongoClient
 let directDb: Db
@@ -66,6 +86,11 @@ async function round (name: string, direction: 'request' | 'reply', options: Wri
 describe.skipIf(target === undefined)('no overtaking by a late attempt (proxy holds a command past the socket timeout)', () => {
   beforeAll(async () => {
     ({ client: direct, db: directDb } = await openDb('overtaking'))
+    const t = await unheldCommandMs(directDb)
+    SOCKET_TIMEOUT_MS = Math.max(400, Math.ceil(4 * t))
+    MAX_TIME_MS = Math.max(500, Math.ceil(4 * t))
+    HOLD_MS = SOCKET_TIMEOUT_MS + Math.ceil((MAX_TIME_MS + 1_000) / 2)
+    console.log(`unheld command of ${DOCS} updates: ${Math.round(t)} ms → socket timeout ${SOCKET_TIMEOUT_MS} ms, maxTimeMS ${MAX_TIME_MS}, hold ${HOLD_MS} ms`)
     proxy = await FaultProxy.start(target!.host, target!.port)
     client = new MongoClient(proxy.uri(mongoUri()), { socketTimeoutMS: SOCKET_TIMEOUT_MS, serverSelectionTimeoutMS: 3_000, retryWrites: false })
     await client.connect()

@@ -1,206 +1,101 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process'
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, chownSync, openSync, closeSync } from 'node:fs'
-import { homedir } from 'node:os'
-import { createServer } from 'node:net'
-import { join } from 'node:path'
+import { execFile } from 'node:child_process'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { promisify } from 'node:util'
-
-/**
- * A private FerretDB 1.24 stand-in on its own ports, with its own PostgreSQL 15 cluster, for
- * tests that pause (SIGSTOP), kill or starve the server. Only pids this module started are
- * ever signalled: FerretDB is our child; PostgreSQL's postmaster pid comes from the
- * postmaster.pid of the cluster we created. Same binaries and flags as scripts/dev-db.sh.
- */
+import { inject } from 'vitest'
+import { freePort } from './child-server.js'
 
 const run = promisify(execFile)
 
-const FERRET_VERSION = 'v1.24.2'
-const CACHE_DIR = process.env.FWB_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'fastify-write-buffer')
-export const FERRET_BIN = join(CACHE_DIR, `ferretdb-${FERRET_VERSION}`)
-const PG_BIN = '/usr/lib/postgresql/15/bin'
-const IS_ROOT = process.getuid?.() === 0
-
-/** Why a private server cannot be started here, or undefined when it can. */
-export function privateServerUnavailable (): string | undefined {
-  if (!existsSync(FERRET_BIN)) return `no FerretDB binary at ${FERRET_BIN} (scripts/dev-db.sh build)`
-  if (!existsSync(join(PG_BIN, 'initdb'))) return `no PostgreSQL 15 at ${PG_BIN}`
-  if (process.platform !== 'linux') return 'private servers are started on Linux only'
-  return undefined
+/** What the global setup found: which engine a test may start privately, or why none. */
+export interface PrivateServerPlan {
+  engine: 'ferretdb' | 'docdb' | ''
+  /** scripts/dev-db.sh or docdb.sh */
+  script: string
+  /** why no private server can be started (engine '') */
+  reason: string
 }
 
-async function asPg (bin: string, args: string[]): Promise<{ stdout: string }> {
-  const file = join(PG_BIN, bin)
-  return IS_ROOT ? await run('runuser', ['-u', 'postgres', '--', file, ...args]) : await run(file, args)
+/**
+ * A server of the suite's engine that only the test that started it uses: its own ports, its
+ * own data folder, its processes known by pid. A test that stops, pauses or restarts a server
+ * does it to one of these, never to the suite's shared one.
+ */
+export interface PrivateServer {
+  uri: string
+  /** stops the wire-protocol process (FerretDB) this server started; its PostgreSQL keeps running */
+  stopProcess: () => Promise<void>
+  /** starts it again on the same port and data */
+  startProcess: () => Promise<void>
+  /** stops everything and deletes the data folder */
+  close: () => Promise<void>
+}
+
+/** Why a private server cannot be started here, or '' when it can. */
+export const privateServerUnavailable = (): string => {
+  const plan = inject('privateServer')
+  return plan.engine === '' ? plan.reason : ''
+}
+
+const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))
+
+async function freePortPair (): Promise<number> {
+  for (;;) {
+    const port = await freePort()
+    if (port < 65535 && await portFree(port + 1)) return port
+  }
 }
 
 async function portFree (port: number): Promise<boolean> {
-  return await new Promise(resolve => {
-    const s = createServer()
-    s.once('error', () => resolve(false))
-    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)))
+  const { createServer } = await import('node:net')
+  return new Promise(resolve => {
+    const server = createServer()
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
   })
 }
 
-/** The first port in [from, to] with nothing listening on it (and not handed out already here). */
-const handedOut = new Set<number>()
-export async function portIn (from: number, to: number): Promise<number> {
-  for (let p = from; p <= to; p++) {
-    if (handedOut.has(p)) continue
-    handedOut.add(p) // before the await: two servers started at once get different ports
-    if (await portFree(p)) return p
-    handedOut.delete(p)
+async function waitGone (pid: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    try { process.kill(pid, 0) } catch { return }
+    await sleep(50)
   }
-  throw new Error(`no free port in ${from}-${to}`)
+  process.kill(pid, 'SIGKILL')
 }
 
-export interface PrivateServerOptions {
-  /** ports to pick from, e.g. [27160, 27199] for FerretDB and [54160, 54199] for PostgreSQL */
-  ferretPorts: [number, number]
-  pgPorts: [number, number]
-  /** fsync=on, synchronous_commit=on, full_page_writes=on (default off, as dev-db.sh); see also setDurable() */
-  durable?: boolean
-  /** where the cluster and logs live (default /var/tmp/fwb-private-<pgPort>) */
-  stateDir?: string
-}
-
-export class PrivateServer {
-  #ferret: ChildProcess | null = null
-  #paused = false
-
-  private constructor (
-    readonly ferretPort: number,
-    readonly pgPort: number,
-    readonly stateDir: string,
-    readonly durable: boolean
-  ) {}
-
-  get uri (): string { return `mongodb://127.0.0.1:${this.ferretPort}/` }
-  get pgData (): string { return join(this.stateDir, 'pg') }
-  get ferretPid (): number | undefined { return this.#ferret?.pid }
-
-  static async start (o: PrivateServerOptions): Promise<PrivateServer> {
-    const unavailable = privateServerUnavailable()
-    if (unavailable !== undefined) throw new Error(unavailable)
-    const ferretPort = await portIn(...o.ferretPorts)
-    const pgPort = await portIn(...o.pgPorts)
-    const stateDir = o.stateDir ?? `/var/tmp/fwb-private-${pgPort}`
-    const server = new PrivateServer(ferretPort, pgPort, stateDir, o.durable === true)
-    try {
-      await server.#initPg()
-      await server.startPg()
-      await server.#startFerret()
-    } catch (err) {
-      await server.stop()
-      throw err
+export async function startPrivateServer (): Promise<PrivateServer> {
+  const plan = inject('privateServer')
+  if (plan.engine === '') throw new Error(`no private server: ${plan.reason}`)
+  const dir = await mkdtemp('/var/tmp/fwb-private-')
+  let script: (cmd: string) => Promise<{ stdout: string }>
+  let stopProcess: () => Promise<void>
+  let startProcess: () => Promise<void>
+  if (plan.engine === 'ferretdb') {
+    const port = await freePortPair() // FerretDB on port, PostgreSQL on port + 1: never the same port twice
+    const env = { ...process.env, FWB_FERRET_PORT: String(port), FWB_PG_PORT: String(port + 1), FWB_STATE_DIR: dir }
+    script = cmd => run('bash', [plan.script, cmd], { env, timeout: 120_000 })
+    stopProcess = async () => { await script('stop-ferret') }
+    startProcess = async () => { await script('start-ferret') }
+  } else {
+    // docdb.sh: PostgreSQL on port + 1, everything under DOCDB_ROOT
+    const port = String(await freePortPair())
+    const env = { ...process.env, DOCDB_ROOT: dir }
+    script = cmd => run('bash', [plan.script, cmd, port], { env, timeout: 120_000 })
+    stopProcess = async () => {
+      // the FerretDB that docdb.sh started for this folder, by its pid (`down` would stop PostgreSQL too)
+      const pid = Number((await readFile(`${dir}/ferretdb.pid`, 'utf8')).trim())
+      process.kill(pid, 'SIGTERM')
+      await waitGone(pid)
     }
-    return server
+    startProcess = async () => { await script('up') }
   }
-
-  async #initPg (): Promise<void> {
-    // a fresh cluster each time: nothing left from an earlier run (or an earlier crash)
-    rmSync(this.stateDir, { recursive: true, force: true })
-    mkdirSync(this.stateDir, { recursive: true })
-    if (IS_ROOT) {
-      const { stdout } = await run('id', ['-u', 'postgres'])
-      const uid = Number(stdout.trim())
-      chownSync(this.stateDir, uid, uid)
-      closeSync(openSync(join(this.stateDir, 'postgres.log'), 'a'))
-      chownSync(join(this.stateDir, 'postgres.log'), uid, uid)
-    }
-    await asPg('initdb', ['-D', this.pgData, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C.UTF-8', '--no-sync'])
-    // in the config file, not on the command line: setDurable() can then change them while it runs
-    const durable = this.durable ? 'on' : 'off'
-    appendFileSync(join(this.pgData, 'postgresql.conf'), `\nfsync = ${durable}\nsynchronous_commit = ${durable}\nfull_page_writes = ${durable}\n`)
+  const close = async (): Promise<void> => {
+    try { await script('down') } finally { await rm(dir, { recursive: true, force: true }) }
   }
-
-  /** Durable settings on or off while PostgreSQL runs (ALTER SYSTEM: kept across a restart). */
-  async setDurable (on: boolean): Promise<void> {
-    const v = on ? 'on' : 'off'
-    for (const sql of [`ALTER SYSTEM SET fsync = ${v}`, `ALTER SYSTEM SET synchronous_commit = ${v}`, `ALTER SYSTEM SET full_page_writes = ${v}`, 'SELECT pg_reload_conf()']) {
-      await asPg('psql', ['-h', '127.0.0.1', '-p', String(this.pgPort), '-U', 'postgres', '-tAc', sql])
-    }
-    const { stdout } = await asPg('psql', ['-h', '127.0.0.1', '-p', String(this.pgPort), '-U', 'postgres', '-tAc', 'SHOW fsync'])
-    if (stdout.trim() !== v) throw new Error(`fsync is ${stdout.trim()}, not ${v}, after reload`)
-  }
-
-  /** Starts PostgreSQL (again, after stopPg / killPg: crash recovery included), and the ferretdb database. */
-  async startPg (): Promise<void> {
-    await asPg('pg_ctl', ['-D', this.pgData, '-l', join(this.stateDir, 'postgres.log'), '-w', '-t', '60', 'start', '-o',
-      `-c listen_addresses=127.0.0.1 -c port=${this.pgPort} -c unix_socket_directories=${this.stateDir} ` +
-      '-c max_connections=1300 -c shared_buffers=128MB'])
-    const { stdout } = await asPg('psql', ['-h', '127.0.0.1', '-p', String(this.pgPort), '-U', 'postgres', '-tAc', "SELECT 1 FROM pg_database WHERE datname='ferretdb'"])
-    if (stdout.trim() !== '1') await asPg('createdb', ['-h', '127.0.0.1', '-p', String(this.pgPort), '-U', 'postgres', 'ferretdb'])
-  }
-
-  /** The postmaster's pid, from our own cluster's postmaster.pid (undefined when not running). */
-  pgPid (): number | undefined {
-    try {
-      const pid = Number(readFileSync(join(this.pgData, 'postmaster.pid'), 'utf8').split('\n')[0])
-      return Number.isInteger(pid) && pid > 0 ? pid : undefined
-    } catch {
-      return undefined
-    }
-  }
-
-  /** PostgreSQL stopped at once, as after a crash (no checkpoint): `pg_ctl stop -m immediate`. */
-  async stopPgImmediate (): Promise<void> {
-    await asPg('pg_ctl', ['-D', this.pgData, '-m', 'immediate', '-w', '-t', '30', 'stop'])
-  }
-
-  async #startFerret (): Promise<void> {
-    mkdirSync(join(this.stateDir, 'ferret-state'), { recursive: true })
-    const log = openSync(join(this.stateDir, 'ferretdb.log'), 'a')
-    // FerretDB 1.x holds one PostgreSQL connection per statement of an update command (dev-db.sh)
-    const child = spawn(FERRET_BIN, [
-      `--listen-addr=127.0.0.1:${this.ferretPort}`,
-      '--handler=postgresql',
-      `--postgresql-url=postgres://postgres@127.0.0.1:${this.pgPort}/ferretdb?pool_max_conns=1200`,
-      `--state-dir=${join(this.stateDir, 'ferret-state')}`,
-      '--telemetry=disable', '--log-level=error', '--debug-addr=-',
-    ], { stdio: ['ignore', log, log] })
-    closeSync(log)
-    this.#ferret = child
-    const deadline = Date.now() + 15_000
-    while (Date.now() < deadline) {
-      if (child.exitCode !== null) throw new Error(`FerretDB exited (${child.exitCode}); see ${this.stateDir}/ferretdb.log`)
-      if (!await portFree(this.ferretPort)) return
-      await new Promise(resolve => setTimeout(resolve, 100))
-    }
-    throw new Error(`FerretDB did not open port ${this.ferretPort}`)
-  }
-
-  /** SIGSTOP to our FerretDB: it keeps its sockets (the kernel still accepts bytes) but reads nothing. */
-  pause (): void {
-    const pid = this.#ferret?.pid
-    if (pid === undefined) throw new Error('FerretDB not running')
-    process.kill(pid, 'SIGSTOP')
-    this.#paused = true
-  }
-
-  resume (): void {
-    const pid = this.#ferret?.pid
-    if (pid !== undefined && this.#paused) process.kill(pid, 'SIGCONT')
-    this.#paused = false
-  }
-
-  /** Stops FerretDB and PostgreSQL (only ours), and removes the cluster. */
-  async stop (): Promise<void> {
-    const child = this.#ferret
-    this.#ferret = null
-    if (child !== null && child.exitCode === null && child.pid !== undefined) {
-      if (this.#paused) process.kill(child.pid, 'SIGCONT')
-      this.#paused = false
-      const exited = new Promise(resolve => child.once('exit', resolve))
-      child.kill('SIGKILL')
-      await exited
-    }
-    if (this.pgPid() !== undefined) {
-      try {
-        await asPg('pg_ctl', ['-D', this.pgData, '-m', 'immediate', '-w', '-t', '30', 'stop'])
-      } catch {
-        // not running
-      }
-    }
-    rmSync(this.stateDir, { recursive: true, force: true })
+  try {
+    const uri = (await script('up')).stdout.trim().split('\n').pop()!
+    return { uri, stopProcess, startProcess, close }
+  } catch (err) {
+    await close().catch(() => {})
+    throw err
   }
 }
