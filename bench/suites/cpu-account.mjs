@@ -10,7 +10,8 @@
 // the sum is checked against the wall-clock CPU (cores × seconds of the window).
 //
 // Standalone: npm run build && MONGODB_URI=mongodb://… node bench/suites/cpu-account.mjs [--quick]
-//   (FWB_CPU_PROFILE_DIR=<dir> also writes each route's .cpuprofile there, for DevTools.)
+//   (FWB_CPU_PROFILE_DIR=<dir> also writes each route's .cpuprofile there, for DevTools; with
+//   FWB_CPU_PERF=1 also a `perf record` of the main thread's on-CPU samples, perf-<route>.data.)
 import { execFile, execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { mkdir, writeFile } from 'node:fs/promises'
@@ -20,8 +21,8 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import Fastify from 'fastify'
+import { MongoClient } from 'mongodb'
 import writeBuffer from '../../dist/index.js'
-import { freshDb } from '../db.mjs'
 import { withProgress } from '../progress.mjs'
 import { ratio, round } from '../stats.mjs'
 
@@ -274,7 +275,7 @@ function startLoad (url, durationS) {
   return { pid: child.pid, done }
 }
 
-async function measureRoute ({ base, route, counts, server, warmS, windowS, profileDir }) {
+async function measureRoute ({ base, route, counts, server, warmS, windowS, profileDir, stats }) {
   const session = new Session()
   session.connect()
   await session.post('Profiler.enable')
@@ -285,11 +286,26 @@ async function measureRoute ({ base, route, counts, server, warmS, windowS, prof
   while (counts.first === null) await new Promise(resolve => setTimeout(resolve, 5))
   await new Promise(resolve => setTimeout(resolve, Math.max(0, warmS * 1000 - (performance.now() - counts.first))))
   await session.post('Profiler.start')
+  // optional cross-check: on-CPU samples of the main thread from perf (kernel stacks included)
+  let perf = null
+  if (profileDir && process.env.FWB_CPU_PERF === '1') {
+    await mkdir(profileDir, { recursive: true })
+    const child = execFile('perf', ['record', '-q', '-e', 'cpu-clock', '-F', '999', '-g', '-t', String(process.pid), '-o', join(profileDir, `perf-${route}.data`)], () => {})
+    perf = { child, exited: new Promise(resolve => child.once('exit', resolve)) }
+  }
   const before = reading(server, load.pid)
   const requestsBefore = counts[route]
+  const statsBefore = stats()
   await new Promise(resolve => setTimeout(resolve, windowS * 1000))
   const after = reading(server, load.pid)
+  if (perf !== null) {
+    perf.child.kill('SIGINT')
+    await perf.exited
+  }
   const requests = counts[route] - requestsBefore
+  const statsAfter = stats()
+  const batches = statsAfter.batches - statsBefore.batches
+  const avgBatch = batches === 0 ? null : round((statsAfter.flushedOps - statsBefore.flushedOps) / batches, 1)
   const { profile } = await session.post('Profiler.stop')
   await session.post('Profiler.disable')
   session.disconnect()
@@ -298,7 +314,7 @@ async function measureRoute ({ base, route, counts, server, warmS, windowS, prof
     await mkdir(profileDir, { recursive: true })
     await writeFile(join(profileDir, `cpu-account-${route}.cpuprofile`), JSON.stringify(profile))
   }
-  return { requests, cpu: diff(before, after), attribution: attribute(profile), load: loadResult }
+  return { requests, batches, avgBatch, cpu: diff(before, after), attribution: attribute(profile), load: loadResult }
 }
 
 /** µs per request of each component, from one route's readings. */
@@ -350,7 +366,11 @@ export async function cpuAccountSuite ({ uri, durationS }) {
   const windowS = durationS - warmS
   const cores = os.cpus().length
   const server = serverOf(uri)
-  const { client, db } = await freshDb(uri, 'cpu_account')
+  // no command monitoring (the other suites count commands with it; here it would add driver CPU)
+  const client = new MongoClient(uri)
+  await client.connect()
+  const db = client.db('fwb_bench_cpu_account')
+  await db.dropDatabase()
   const app = Fastify({ logger: false })
   await app.register(writeBuffer, { db, maxBatchSize: 1000 })
   const counts = { first: null, noop: 0, buffered: 0, naive: 0 }
@@ -380,7 +400,7 @@ export async function cpuAccountSuite ({ uri, durationS }) {
   try {
     for (const r of ROUTES) {
       loadAvg.push(round(os.loadavg()[0], 2))
-      measured[r.key] = await withProgress(`cpu account: ${r.name}`, () => measureRoute({ base, route: r.key, counts, server, warmS, windowS, profileDir }), (warmS + windowS + 1.5) * 1000)
+      measured[r.key] = await withProgress(`cpu account: ${r.name}`, () => measureRoute({ base, route: r.key, counts, server, warmS, windowS, profileDir, stats: () => app.writeBuffer.stats() }), (warmS + windowS + 1.5) * 1000)
       if (r.key === 'buffered') await app.writeBuffer.flush()
     }
   } finally {
@@ -399,6 +419,8 @@ export async function cpuAccountSuite ({ uri, durationS }) {
       p99Ms: m.load.p99Ms,
       dbCommandsPer1kWrites: null,
       requestsInWindow: m.requests,
+      bulkWritesInWindow: m.batches,
+      avgBatch: m.avgBatch,
       windowS: round(m.cpu.wallS, 2),
       ...a,
       profileSamples: m.attribution.total,
@@ -448,6 +470,7 @@ export function accountTable (results) {
   lines.push(`| wall-clock CPU (cores × s ÷ requests) | ${results.map(r => `${fmt(r.wallCpuUs)} (sum ${r.sumVsWallCpu}x)`).join(' | ')} |`)
   lines.push(`| req/s in the window | ${results.map(r => r.rate.toLocaleString('en-US')).join(' | ')} |`)
   lines.push(`| p50 / p99 ms (whole load) | ${results.map(r => `${r.p50Ms} / ${r.p99Ms}`).join(' | ')} |`)
+  lines.push(`| buffer: bulkWrites in the window, avg writes per batch | ${results.map(r => r.bulkWritesInWindow === 0 ? '—' : `${r.bulkWritesInWindow.toLocaleString('en-US')}, ${r.avgBatch}`).join(' | ')} |`)
   lines.push(`| of which native socket writes (charged above to their caller: Fastify / driver) | ${results.map(r => `${fmt(r.socketWriteUs.fastify ?? 0)} / ${fmt(r.socketWriteUs.driver ?? 0)}`).join(' | ')} |`)
   lines.push(`| node:/native self time charged to callers (% of main busy) | ${results.map(r => `${fmt(r.nodeOrNativeSelfPct)}%`).join(' | ')} |`)
   return lines.join('\n')
