@@ -264,6 +264,51 @@ export function attribute (profile) {
   return { samples, socketWrites, total: profile.samples.length, nodeOrNative, top }
 }
 
+// ---------------------------------------------------------------- perf cross-check (optional)
+
+const PERF_GC = /v8::internal::(Heap::(Collect|Perform)|Scavenge|MarkCompact|MinorMarkCompact|MinorMS|IncrementalMarking|ConcurrentMarking|Sweeper)/
+const PERF_SIGNAL = /SignalHandler|HandleProfilerSignal|x64_setup_rt_frame|arch_do_signal_or_restart|restore_sigcontext|__restore_rt/
+const PERF_SOCKET_WRITE = /do_writev|sock_write_iter|tcp_sendmsg|__x64_sys_write/
+
+/**
+ * The main thread's on-CPU samples from `perf record` (cpu-clock counts only running time, so
+ * no preemption bias), split by the same rules: the nearest JS frame (perf map of
+ * --perf-basic-prof) that belongs to a component; GC and the V8 profiler's own SIGPROF handling
+ * by their native frames. Shares of the samples, in %. Null when perf script fails.
+ */
+function perfSplit (dataFile) {
+  let out
+  try { out = execFileSync('perf', ['script', '-i', dataFile, '-F', 'ip,sym'], { maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'] }).toString() } catch { return null }
+  const counts = {}
+  const socketWrites = {}
+  let total = 0
+  let jsFrames = 0
+  for (const block of out.split(/\n\s*\n/)) {
+    const syms = block.split('\n').map(l => l.trim().replace(/^[0-9a-f]+ /, '')).filter(Boolean)
+    if (syms.length === 0) continue
+    total++
+    let c = null
+    if (syms.some(x => PERF_SIGNAL.test(x))) c = 'profiler'
+    else if (syms.some(x => PERF_GC.test(x))) c = 'gc'
+    else {
+      for (const x of syms) {
+        const m = /^(?:JS|Eval|Function|LazyCompile):\S*\s*(?:\S*\s)?(\S+):\d+:\d+$/.exec(x)
+        if (m === null) continue
+        jsFrames++
+        const url = m[1].startsWith('/') ? pathToFileURL(m[1]).href : m[1]
+        const own = ownComponent({ url, functionName: 'js' })
+        if (own !== null) { c = own; break }
+      }
+      c ??= 'nodeInternals'
+    }
+    counts[c] = (counts[c] ?? 0) + 1
+    if (syms.some(x => PERF_SOCKET_WRITE.test(x))) socketWrites[c] = (socketWrites[c] ?? 0) + 1
+  }
+  if (total === 0) return null
+  const pct = o => Object.fromEntries(Object.entries(o).map(([k, n]) => [k, round((100 * n) / total, 1)]))
+  return { samples: total, withJsFrames: jsFrames > 0, pct: pct(counts), socketWritePct: pct(socketWrites) }
+}
+
 // ---------------------------------------------------------------- one route
 
 function startLoad (url, durationS) {
@@ -314,7 +359,8 @@ async function measureRoute ({ base, route, counts, server, warmS, windowS, prof
     await mkdir(profileDir, { recursive: true })
     await writeFile(join(profileDir, `cpu-account-${route}.cpuprofile`), JSON.stringify(profile))
   }
-  return { requests, batches, avgBatch, cpu: diff(before, after), attribution: attribute(profile), load: loadResult }
+  const perfPct = perf === null ? null : perfSplit(join(profileDir, `perf-${route}.data`))
+  return { requests, batches, avgBatch, perfPct, cpu: diff(before, after), attribution: attribute(profile), load: loadResult }
 }
 
 /** µs per request of each component, from one route's readings. */
@@ -427,6 +473,10 @@ export async function cpuAccountSuite ({ uri, durationS }) {
       nodeOrNativeSelfPct: round((100 * m.attribution.nodeOrNative) / Math.max(1, m.attribution.total - (m.attribution.samples.idle ?? 0)), 1),
       idleMainPct: round((100 * (m.attribution.samples.idle ?? 0)) / Math.max(1, m.attribution.total), 1),
       top: m.attribution.top,
+      // main thread's on-CPU split from perf (FWB_CPU_PERF=1), % of its samples
+      perf: m.perfPct,
+      // the same split from the V8 profile, % of the main thread's CPU, for comparison
+      v8MainPct: Object.fromEntries(['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain'].map(k => [k, round((100 * (accounts[r.key].us[k] ?? 0)) / Math.max(1e-9, ['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain'].reduce((a, j) => a + (accounts[r.key].us[j] ?? 0), 0)), 1)])),
     }
   })
   const table = accountTable(results)
@@ -496,8 +546,20 @@ if (isMain) {
     console.error('MONGODB_URI is not set')
     process.exit(2)
   }
+  if (process.env.FWB_CPU_PERF === '1' && !process.execArgv.includes('--perf-basic-prof')) {
+    // perf needs V8's perf map (JIT code → function + file) and interpreted frames on the native stack
+    const { status } = (await import('node:child_process')).spawnSync(process.execPath,
+      ['--perf-basic-prof', '--interpreted-frames-native-stack', ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' })
+    process.exit(status ?? 1)
+  }
   const suite = await cpuAccountSuite({ uri, durationS: args.quick ? 3 : 10 })
   process.stdout.write(`### ${suite.title}\n\n${suite.table}\n\nRatios: ${Object.entries(suite.ratios).map(([k, v]) => `${k} ${v}`).join(', ')}\n\n${suite.notes.map(n => `- ${n}`).join('\n')}\n`)
+  if (suite.results[0].perf) {
+    const keys = ['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain', 'profiler']
+    process.stdout.write(`\nCross-check, main thread only, % of its CPU: V8 profile (wall-clock sampling) vs perf (on-CPU samples; "profiler" = the V8 profiler's SIGPROF handling on the main thread)\n\n| component | ${suite.results.map(r => `${r.name} V8 | ${r.name} perf`).join(' | ')} |\n|---|${suite.results.map(() => '--:|--:').join('|')}|\n`)
+    for (const k of keys) process.stdout.write(`| ${k} | ${suite.results.map(r => `${r.v8MainPct[k] ?? '—'} | ${r.perf?.pct[k] ?? 0}`).join(' | ')} |\n`)
+    process.stdout.write(`| socket writes (within the rows above) | ${suite.results.map(r => `${round((100 * Object.values(r.socketWriteUs).reduce((a, b) => a + (b ?? 0), 0)) / Math.max(1e-9, Object.values(r.v8MainPct).length && ['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain'].reduce((a, j) => a + (r.us[j] ?? 0), 0)), 1)} | ${round(Object.values(r.perf?.socketWritePct ?? {}).reduce((a, b) => a + b, 0), 1)}`).join(' | ')} |\n`)
+  }
   for (const r of suite.results) process.stdout.write(topTable(r, r.key === 'noop' ? ['fastify'] : ['library', 'driver', 'fastify']) + '\n')
   if (args.json) await writeFile(args.json, JSON.stringify(suite, null, 2) + '\n')
 }
