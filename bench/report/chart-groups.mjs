@@ -123,7 +123,20 @@ function cacheBus (s) {
   }
 }
 
-const GROUPS = { raw, overhead, http, loadCurve, login, loginDetached, coalescing, cacheScale, cacheBus, hotPath }
+function cpuAccount (s) {
+  return {
+    subtitle: 'app CPU µs per request at 100 connections (shares of the app CPU); ratio vs the no-DB route',
+    rows: s.results.map(r => ({
+      label: `${r.name} route`,
+      value: r.appUs,
+      text: `${n(r.appUs)} µs · Fastify ${n(r.appPct.fastify)}% · library ${n(r.appPct.library)}% · driver ${n(r.appPct.driver)}%` +
+        (r.key === 'noop' ? '' : ` · ${x(ratioOf(r.appUs, s.results[0].appUs))}`),
+      kind: r.key === 'noop' ? 'base' : r.key === 'buffered' ? 'ours' : 'other',
+    })),
+  }
+}
+
+const GROUPS = { cpuAccount, raw, overhead, http, loadCurve, login, loginDetached, coalescing, cacheScale, cacheBus, hotPath }
 
 export function chartGroups (report) {
   return Object.entries(report.suites).map(([key, suite]) => ({

@@ -18,6 +18,7 @@ const EXTRA = {
   cacheBus: r => `p90 ${num(r.p90Ms)} ms, max ${num(r.maxMs)} ms over ${num(r.trials)} trials`,
   login: r => `finds/1k logins ${num(r.findsPer1kLogins)}, finds/user ${num(r.findsPerUser)} (max ${num(r.maxFindsForOneUser)}), update stmts/s ${num(r.updateStatementsPerS)}`,
   coalescing: r => `${r.fields}: ${num(r.updateStatements)} update stmts in ${num(r.updateCommands)} cmds; counts ${r.countsCorrect ? 'ok' : 'WRONG'}; last write wins ${r.lastWriteWins ? 'yes' : 'no'}`,
+  cpuAccount: r => `app CPU ${num(r.appUs)} µs/req: Fastify ${num(r.appPct.fastify)}%, library ${num(r.appPct.library)}%, driver ${num(r.appPct.driver)}%, GC (main) ${num(r.appPct.gc)}%; server ${num(r.us.server)} µs/req; rows sum to ${num(r.sumVsWallCpu)}x cores × s`,
   hotPath: r => `${num(r.nsPerOp)} ns/op (${num(r.nsPerOpOverBaseline)} over harness), ${num(r.bytesPerOp)} B/op` +
     (r.costVsBefore === null ? '' : `; before ${num(r.nsPerOpBefore)} ns/op → ${num(r.costVsBefore)}x the cost`) +
     (r.tracingCost == null ? '' : `; without @opentelemetry/api ${num(r.nsPerOpWithoutOtel)} ns/op → tracing costs ${num(r.tracingCost)}x`),
@@ -33,6 +34,7 @@ function suiteTable (key, suite) {
     '',
     `Ratios: ${Object.entries(suite.ratios).map(([k, v]) => `${k} ${num(v)}`).join(', ')}. Latency: ${suite.latencyIs}.`,
   ]
+  if (suite.table !== undefined) lines.push('', suite.table) // a suite's own table (cpuAccount: rows = components)
   for (const m of suite.mismatches ?? []) lines.push('', `**MISMATCH: ${m}**`)
   for (const n of suite.notes) lines.push('', `- ${n}`)
   return lines.join('\n')

@@ -1,0 +1,566 @@
+// Suite: a CPU account per HTTP request (issue 26, item 1). The no-DB, buffered and naive routes of
+// the HTTP suite, each under autocannon at 100 connections; inside a window in the middle of each load
+// (JIT warm, connections open) the machine's CPU is split into named components, in µs per request:
+//   app process: Fastify + body handling, this library (dist/), the MongoDB driver, the bench's own
+//     route code, node internals no JS caller of ours reached, GC, other main-thread time, and the
+//     app's other threads — from a V8 CPU profile of the window (node:inspector, in process) whose
+//     sample shares split the main thread's CPU as /proc counts it;
+//   the server processes of MONGODB_URI (FerretDB/mongod + its PostgreSQL cluster, found by port),
+//   the load generator, other processes on the machine (it is shared), and idle;
+// the sum is checked against the wall-clock CPU (cores × seconds of the window).
+//
+// Standalone: npm run build && MONGODB_URI=mongodb://… node bench/suites/cpu-account.mjs [--quick]
+//   (FWB_CPU_PROFILE_DIR=<dir> also writes each route's .cpuprofile there, for DevTools; with
+//   FWB_CPU_PERF=1 also a `perf record` of the main thread's on-CPU samples, perf-<route>.data.)
+import { execFile, execFileSync } from 'node:child_process'
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
+import { mkdir, writeFile } from 'node:fs/promises'
+import { Session } from 'node:inspector/promises'
+import os from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { parseArgs } from 'node:util'
+import Fastify from 'fastify'
+import { MongoClient } from 'mongodb'
+import writeBuffer from '../../dist/index.js'
+import { withProgress } from '../progress.mjs'
+import { ratio, round } from '../stats.mjs'
+
+const BODY = JSON.stringify({ user: 'u1', kind: 'click', value: 42 })
+const CONNECTIONS = 100
+const SAMPLING_INTERVAL_US = 1000
+const ROOT_URL = new URL('../../', import.meta.url).href // file:///…/fastify-write-buffer/
+const ROOT_DIR = fileURLToPath(ROOT_URL)
+const WORKER = fileURLToPath(new URL('../load-worker.mjs', import.meta.url))
+
+/** Components in print order; `app: true` rows add up to the app process. */
+export const COMPONENTS = [
+  { key: 'fastify', name: 'Fastify + body handling (fastify and its dependencies)', app: true },
+  { key: 'library', name: 'this library (dist/)', app: true },
+  { key: 'driver', name: 'MongoDB driver (mongodb, bson, their dependencies)', app: true },
+  { key: 'bench', name: 'route handlers (bench code)', app: true },
+  { key: 'nodeInternals', name: 'node internals, no JS caller (HTTP parser, sockets, timers, microtask loop)', app: true },
+  { key: 'gc', name: 'GC on the main thread', app: true },
+  { key: 'otherMain', name: 'other main-thread time (native, compiler, other packages)', app: true },
+  { key: 'offMain', name: 'app threads other than main (GC helpers, compiler, libuv)', app: true },
+  { key: 'profiler', name: 'profiler sampling thread (measurement overhead)', app: true },
+  { key: 'server', name: 'server processes (FerretDB/mongod + PostgreSQL)' },
+  { key: 'loadGen', name: 'load generator (autocannon)' },
+  { key: 'otherProcs', name: 'other processes on the machine (shared)' },
+  { key: 'idle', name: 'idle' },
+]
+
+// ---------------------------------------------------------------- /proc readings (Linux only)
+
+let clockTicks = 100
+try { clockTicks = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100 } catch {}
+
+function read (path) {
+  try { return readFileSync(path, 'utf8') } catch { return null }
+}
+
+/** utime + stime of a process or thread, in seconds; null if gone or not Linux. */
+function statCpuS (path) {
+  const stat = read(path)
+  if (stat === null) return null
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(f[11]) + Number(f[12])) / clockTicks
+}
+
+function statPpid (pid) {
+  const stat = read(`/proc/${pid}/stat`)
+  return stat === null ? null : Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+}
+
+function pids () {
+  try { return readdirSync('/proc').filter(e => /^\d+$/.test(e)).map(Number) } catch { return [] }
+}
+
+/** PID of the process listening on 127.0.0.1/0.0.0.0/:: TCP `port`, via /proc/net/tcp{,6} socket inodes. */
+function listenerPid (port, candidates) {
+  const hex = port.toString(16).toUpperCase().padStart(4, '0')
+  const inodes = new Set()
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of (read(file) ?? '').split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/)
+      if (f.length > 9 && f[1].endsWith(`:${hex}`) && f[3] === '0A') inodes.add(f[9])
+    }
+  }
+  for (const pid of candidates) {
+    let fds
+    try { fds = readdirSync(`/proc/${pid}/fd`) } catch { continue }
+    for (const fd of fds) {
+      let target
+      try { target = readlinkSync(`/proc/${pid}/fd/${fd}`) } catch { continue }
+      const m = /^socket:\[(\d+)\]$/.exec(target)
+      if (m !== null && inodes.has(m[1])) return pid
+    }
+  }
+  return null
+}
+
+const comm = pid => (read(`/proc/${pid}/comm`) ?? '').trim()
+const isServerComm = c => c.startsWith('ferretdb') || c === 'postgres' || c === 'mongod' || c === 'mongos'
+
+/**
+ * The server processes behind `uri` only (other agents run servers on this machine too): the
+ * process listening on the URI's port; if it is FerretDB, the PostgreSQL cluster its
+ * --postgresql-url names (postmaster found by port) and all the postmaster's children.
+ * `refresh()` re-reads the children (backends come and go).
+ */
+function serverOf (uri) {
+  const port = Number(new URL(uri.replace(/^mongodb(\+srv)?:/, 'http:')).port || 27017)
+  const candidates = pids().filter(p => isServerComm(comm(p)))
+  const front = listenerPid(port, candidates)
+  if (front === null) return null
+  let postmaster = null
+  if (comm(front).startsWith('ferretdb')) {
+    const args = (read(`/proc/${front}/cmdline`) ?? '').split('\0')
+    const pgArg = args.find(a => a.startsWith('--postgresql-url='))
+    const pgPort = pgArg === undefined ? 5432 : Number(new URL(pgArg.slice('--postgresql-url='.length)).port || 5432)
+    postmaster = listenerPid(pgPort, candidates)
+  }
+  const all = () => {
+    const out = [front]
+    if (postmaster !== null) {
+      out.push(postmaster)
+      for (const p of pids()) if (statPpid(p) === postmaster) out.push(p)
+    }
+    return out
+  }
+  return { front, postmaster, all }
+}
+
+/** CPU of V8's profiler threads (v8:ProfEvntProc): what measuring costs, kept apart from the app. */
+function profilerThreadsCpuS () {
+  let tids
+  try { tids = readdirSync('/proc/self/task') } catch { return null }
+  let s = 0
+  for (const t of tids) if ((read(`/proc/self/task/${t}/comm`) ?? '').startsWith('v8:Prof')) s += statCpuS(`/proc/self/task/${t}/stat`) ?? 0
+  return s
+}
+
+function machineTicks () {
+  const line = read('/proc/stat')?.split('\n')[0]
+  if (line === undefined) return null
+  const cpu = line.trim().split(/\s+/).slice(1).map(Number)
+  return { idle: cpu[3] + cpu[4], total: cpu.reduce((a, b) => a + b, 0) }
+}
+
+/** One reading of everything the account needs; `diff(a, b)` gives CPU seconds per component. */
+function reading (server, loadGenPid) {
+  const u = process.cpuUsage()
+  const serverPids = server === null ? [] : server.all()
+  return {
+    at: performance.now(),
+    appS: (u.user + u.system) / 1e6,
+    mainS: statCpuS(`/proc/${process.pid}/task/${process.pid}/stat`),
+    profilerS: profilerThreadsCpuS(),
+    server: new Map(serverPids.map(p => [p, statCpuS(`/proc/${p}/stat`)])),
+    loadGenS: statCpuS(`/proc/${loadGenPid}/stat`),
+    machine: machineTicks(),
+  }
+}
+
+function diff (a, b) {
+  let serverS = 0
+  for (const [pid, after] of b.server) {
+    const before = a.server.get(pid) ?? 0 // a backend born inside the window counts from 0
+    if (after !== null && before !== null) serverS += after - before
+  }
+  const m = a.machine !== null && b.machine !== null
+    ? { totalS: (b.machine.total - a.machine.total) / clockTicks, idleS: (b.machine.idle - a.machine.idle) / clockTicks }
+    : null
+  return {
+    wallS: (b.at - a.at) / 1000,
+    appS: b.appS - a.appS,
+    mainS: a.mainS === null || b.mainS === null ? null : b.mainS - a.mainS,
+    profilerS: a.profilerS === null || b.profilerS === null ? null : b.profilerS - a.profilerS,
+    serverS: a.server.size === 0 ? null : serverS,
+    loadGenS: a.loadGenS === null || b.loadGenS === null ? null : b.loadGenS - a.loadGenS,
+    machine: m,
+  }
+}
+
+// ---------------------------------------------------------------- profile attribution
+
+function packageName (url) {
+  const i = url.lastIndexOf('node_modules/')
+  if (i < 0) return null
+  const parts = url.slice(i + 'node_modules/'.length).split('/')
+  return parts[0].startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]
+}
+
+/** `name` and every package it depends on (flat node_modules of this checkout). */
+function dependencyTree (name, into = new Set()) {
+  if (into.has(name)) return into
+  into.add(name)
+  const pkg = read(join(ROOT_DIR, 'node_modules', name, 'package.json'))
+  if (pkg === null) return into
+  for (const dep of Object.keys(JSON.parse(pkg).dependencies ?? {})) dependencyTree(dep, into)
+  return into
+}
+
+const DRIVER = dependencyTree('mongodb')
+const FASTIFY = dependencyTree('fastify')
+for (const d of DRIVER) FASTIFY.delete(d) // none today; the driver wins if they ever share one
+
+/** libuv stream writes as V8 sees them (native): the write syscall, on loopback the peer's TCP receive too */
+const SOCKET_WRITES = new Set(['writev', 'writeBuffer', 'writeUtf8String', 'writeLatin1String', 'writeAsciiString', 'writeUcs2String'])
+
+/** A frame's own component, or null when it belongs to whoever called it (node:, native, unnamed). */
+function ownComponent (frame) {
+  const { url, functionName } = frame
+  if (functionName === '(garbage collector)') return 'gc'
+  if (functionName === '(idle)') return 'idle'
+  if (functionName === '(program)') return 'otherMain'
+  if (functionName === '(root)') return 'nodeInternals'
+  if (url === '' || url.startsWith('node:')) return null
+  const pkg = packageName(url)
+  if (pkg !== null) return DRIVER.has(pkg) ? 'driver' : FASTIFY.has(pkg) ? 'fastify' : 'otherMain'
+  if (url.startsWith(`${ROOT_URL}dist/`) || url.startsWith(`${ROOT_URL}src/`)) return 'library'
+  if (url.startsWith(`${ROOT_URL}bench/`)) return 'bench'
+  return 'otherMain'
+}
+
+/**
+ * Self-time samples per component. Node internals and native frames (JSON.parse, Promise
+ * plumbing, node:net writes…) go to their nearest caller that is ours, Fastify's, the driver's
+ * or the bench's; with no such caller they stay 'nodeInternals'. Also returns the strict
+ * split (node:/native self time on its own) and the top self-time functions per component.
+ */
+export function attribute (profile) {
+  const byId = new Map(profile.nodes.map(n => [n.id, n]))
+  const parent = new Map()
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
+  const resolved = new Map()
+  const componentOf = id => {
+    if (resolved.has(id)) return resolved.get(id)
+    const own = ownComponent(byId.get(id).callFrame)
+    const p = parent.get(id)
+    const c = own ?? (p === undefined ? 'nodeInternals' : componentOf(p))
+    resolved.set(id, c)
+    return c
+  }
+  const samples = {}
+  const socketWrites = {}
+  let nodeOrNative = 0
+  const functions = new Map()
+  for (const id of profile.samples) {
+    const c = componentOf(id)
+    samples[c] = (samples[c] ?? 0) + 1
+    const f = byId.get(id).callFrame
+    if (ownComponent(f) === null) nodeOrNative++
+    if (f.url === '' && SOCKET_WRITES.has(f.functionName)) socketWrites[c] = (socketWrites[c] ?? 0) + 1
+    const where = f.url.startsWith(ROOT_URL) ? f.url.slice(ROOT_URL.length) : f.url.replace(/^.*node_modules\//, '')
+    const key = `${c}\t${f.functionName || '(anonymous)'} ${where}:${f.lineNumber + 1}`
+    functions.set(key, (functions.get(key) ?? 0) + 1)
+  }
+  const top = {}
+  for (const [key, n] of [...functions].sort((a, b) => b[1] - a[1])) {
+    const [c, fn] = key.split('\t')
+    if ((top[c] ??= []).length < 12) top[c].push({ fn, samples: n })
+  }
+  return { samples, socketWrites, total: profile.samples.length, nodeOrNative, top }
+}
+
+// ---------------------------------------------------------------- perf cross-check (optional)
+
+const PERF_GC = /v8::internal::(Heap::(Collect|Perform)|Scavenge|MarkCompact|MinorMarkCompact|MinorMS|IncrementalMarking|ConcurrentMarking|Sweeper)/
+const PERF_SIGNAL = /SignalHandler|HandleProfilerSignal|x64_setup_rt_frame|arch_do_signal_or_restart|restore_sigcontext|__restore_rt/
+const PERF_SOCKET_WRITE = /do_writev|sock_write_iter|tcp_sendmsg|__x64_sys_write/
+
+/**
+ * The main thread's on-CPU samples from `perf record` (cpu-clock counts only running time, so
+ * no preemption bias), split by the same rules: the nearest JS frame (perf map of
+ * --perf-basic-prof) that belongs to a component; GC and the V8 profiler's own SIGPROF handling
+ * by their native frames. Shares of the samples, in %. Null when perf script fails.
+ */
+function perfSplit (dataFile) {
+  let out
+  try { out = execFileSync('perf', ['script', '-i', dataFile, '-F', 'ip,sym'], { maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'] }).toString() } catch { return null }
+  const counts = {}
+  const socketWrites = {}
+  let total = 0
+  let jsFrames = 0
+  for (const block of out.split(/\n\s*\n/)) {
+    const syms = block.split('\n').map(l => l.trim().replace(/^[0-9a-f]+ /, '')).filter(Boolean)
+    if (syms.length === 0) continue
+    total++
+    let c = null
+    if (syms.some(x => PERF_SIGNAL.test(x))) c = 'profiler'
+    else if (syms.some(x => PERF_GC.test(x))) c = 'gc'
+    else {
+      for (const x of syms) {
+        const m = /^(?:JS|Eval|Function|LazyCompile):\S*\s*(?:\S*\s)?(\S+):\d+:\d+$/.exec(x)
+        if (m === null) continue
+        jsFrames++
+        const url = m[1].startsWith('/') ? pathToFileURL(m[1]).href : m[1]
+        const own = ownComponent({ url, functionName: 'js' })
+        if (own !== null) { c = own; break }
+      }
+      c ??= 'nodeInternals'
+    }
+    counts[c] = (counts[c] ?? 0) + 1
+    if (syms.some(x => PERF_SOCKET_WRITE.test(x))) socketWrites[c] = (socketWrites[c] ?? 0) + 1
+  }
+  if (total === 0) return null
+  const pct = o => Object.fromEntries(Object.entries(o).map(([k, n]) => [k, round((100 * n) / total, 1)]))
+  return { samples: total, withJsFrames: jsFrames > 0, pct: pct(counts), socketWritePct: pct(socketWrites) }
+}
+
+// ---------------------------------------------------------------- one route
+
+function startLoad (url, durationS) {
+  let child
+  const done = new Promise((resolve, reject) => {
+    child = execFile(process.execPath, [WORKER, JSON.stringify({ url, connections: CONNECTIONS, durationS, body: BODY })],
+      { timeout: (durationS + 60) * 1000 }, (err, stdout) => (err ? reject(err) : resolve(JSON.parse(stdout))))
+  })
+  return { pid: child.pid, done }
+}
+
+async function measureRoute ({ base, route, counts, server, warmS, windowS, profileDir, stats }) {
+  const session = new Session()
+  session.connect()
+  await session.post('Profiler.enable')
+  await session.post('Profiler.setSamplingInterval', { interval: SAMPLING_INTERVAL_US })
+  counts.first = null
+  const load = startLoad(`${base}/${route}`, Math.ceil(warmS + windowS + 1))
+  // the window opens warmS after the first request arrived, and closes windowS later, before the load stops
+  while (counts.first === null) await new Promise(resolve => setTimeout(resolve, 5))
+  await new Promise(resolve => setTimeout(resolve, Math.max(0, warmS * 1000 - (performance.now() - counts.first))))
+  await session.post('Profiler.start')
+  // optional cross-check: on-CPU samples of the main thread from perf (kernel stacks included)
+  let perf = null
+  if (profileDir && process.env.FWB_CPU_PERF === '1') {
+    await mkdir(profileDir, { recursive: true })
+    const child = execFile('perf', ['record', '-q', '-e', 'cpu-clock', '-F', '999', '-g', '-t', String(process.pid), '-o', join(profileDir, `perf-${route}.data`)], () => {})
+    perf = { child, exited: new Promise(resolve => child.once('exit', resolve)) }
+  }
+  const before = reading(server, load.pid)
+  const requestsBefore = counts[route]
+  const statsBefore = stats()
+  await new Promise(resolve => setTimeout(resolve, windowS * 1000))
+  const after = reading(server, load.pid)
+  if (perf !== null) {
+    perf.child.kill('SIGINT')
+    await perf.exited
+  }
+  const requests = counts[route] - requestsBefore
+  const statsAfter = stats()
+  const batches = statsAfter.batches - statsBefore.batches
+  const avgBatch = batches === 0 ? null : round((statsAfter.flushedOps - statsBefore.flushedOps) / batches, 1)
+  const { profile } = await session.post('Profiler.stop')
+  await session.post('Profiler.disable')
+  session.disconnect()
+  const loadResult = await load.done
+  if (profileDir) {
+    await mkdir(profileDir, { recursive: true })
+    await writeFile(join(profileDir, `cpu-account-${route}.cpuprofile`), JSON.stringify(profile))
+  }
+  const perfPct = perf === null ? null : perfSplit(join(profileDir, `perf-${route}.data`))
+  return { requests, batches, avgBatch, perfPct, cpu: diff(before, after), attribution: attribute(profile), load: loadResult }
+}
+
+/** µs per request of each component, from one route's readings. */
+function account ({ requests, cpu, attribution }, cores) {
+  const us = s => (s === null || requests === 0 ? null : round((s * 1e6) / requests, 1))
+  const { samples } = attribution
+  const busy = Object.entries(samples).filter(([c]) => c !== 'idle').reduce((a, [, n]) => a + n, 0)
+  const mainS = cpu.mainS ?? cpu.appS // without /proc: the whole process stands in for the main thread
+  const out = {}
+  const ofMain = n => us(busy === 0 ? 0 : (mainS * n) / busy)
+  for (const c of COMPONENTS.filter(c => c.app && c.key !== 'offMain' && c.key !== 'profiler')) out[c.key] = us(busy === 0 ? 0 : (mainS * (samples[c.key] ?? 0)) / busy)
+  out.profiler = us(cpu.profilerS)
+  out.offMain = us(cpu.mainS === null ? null : cpu.appS - cpu.mainS - (cpu.profilerS ?? 0))
+  out.server = us(cpu.serverS)
+  out.loadGen = us(cpu.loadGenS)
+  const wallCpuS = cores * cpu.wallS
+  if (cpu.machine !== null) {
+    const busyS = cpu.machine.totalS - cpu.machine.idleS
+    out.otherProcs = us(Math.max(0, busyS - cpu.appS - (cpu.serverS ?? 0) - (cpu.loadGenS ?? 0)))
+    out.idle = us(cpu.machine.idleS)
+  } else {
+    out.otherProcs = null
+    out.idle = null
+  }
+  const sum = COMPONENTS.reduce((a, c) => a + (out[c.key] ?? 0), 0)
+  return {
+    us: out,
+    socketWriteUs: Object.fromEntries(Object.entries(attribution.socketWrites).map(([c, n]) => [c, ofMain(n)])),
+    appUs: us(cpu.appS),
+    sumUs: round(sum, 1),
+    wallCpuUs: us(wallCpuS),
+    sumVsWallCpu: ratio(sum, (wallCpuS * 1e6) / requests),
+    // shares of the app process's CPU without the profiler thread (the app as it runs unmeasured)
+    appPct: Object.fromEntries(COMPONENTS.filter(c => c.app).map(c => [c.key, out[c.key] === null ? null : round((100 * out[c.key]) / (((cpu.appS - (cpu.profilerS ?? 0)) * 1e6) / requests), 1)])),
+  }
+}
+
+// ---------------------------------------------------------------- the suite
+
+const ROUTES = [
+  { key: 'noop', name: 'no-DB' },
+  { key: 'buffered', name: 'buffered' },
+  { key: 'naive', name: 'naive' },
+]
+
+/** `durationS`: seconds of load per route; the first third (≤ 2 s) warms up, the rest is measured. */
+export async function cpuAccountSuite ({ uri, durationS }) {
+  const warmS = Math.min(2, durationS / 3)
+  const windowS = durationS - warmS
+  const cores = os.cpus().length
+  const server = serverOf(uri)
+  // no command monitoring (the other suites count commands with it; here it would add driver CPU)
+  const client = new MongoClient(uri)
+  await client.connect()
+  const db = client.db('fwb_bench_cpu_account')
+  await db.dropDatabase()
+  const app = Fastify({ logger: false })
+  await app.register(writeBuffer, { db, maxBatchSize: 1000 })
+  const counts = { first: null, noop: 0, buffered: 0, naive: 0 }
+  const doc = body => ({ ...body, at: new Date() })
+  const seen = () => { if (counts.first === null) counts.first = performance.now() }
+  app.post('/noop', async (req, reply) => {
+    seen()
+    counts.noop++
+    return reply.code(201).send({ ok: true })
+  })
+  app.post('/buffered', async (req, reply) => {
+    seen()
+    await app.writeBuffer.collection('buffered').insertOne(doc(req.body))
+    counts.buffered++
+    return reply.code(201).send({ ok: true })
+  })
+  app.post('/naive', async (req, reply) => {
+    seen()
+    await db.collection('naive').insertOne(doc(req.body))
+    counts.naive++
+    return reply.code(201).send({ ok: true })
+  })
+  const base = await app.listen({ host: '127.0.0.1', port: 0 })
+  const profileDir = process.env.FWB_CPU_PROFILE_DIR || null
+  const measured = {}
+  const loadAvg = []
+  try {
+    for (const r of ROUTES) {
+      loadAvg.push(round(os.loadavg()[0], 2))
+      measured[r.key] = await withProgress(`cpu account: ${r.name}`, () => measureRoute({ base, route: r.key, counts, server, warmS, windowS, profileDir, stats: () => app.writeBuffer.stats() }), (warmS + windowS + 1.5) * 1000)
+      if (r.key === 'buffered') await app.writeBuffer.flush()
+    }
+  } finally {
+    await app.close()
+    await client.close()
+  }
+  const accounts = Object.fromEntries(ROUTES.map(r => [r.key, account(measured[r.key], cores)]))
+  const results = ROUTES.map(r => {
+    const m = measured[r.key]
+    const a = accounts[r.key]
+    return {
+      key: r.key,
+      name: r.name,
+      rate: round(m.requests / m.cpu.wallS),
+      p50Ms: m.load.p50Ms,
+      p99Ms: m.load.p99Ms,
+      dbCommandsPer1kWrites: null,
+      requestsInWindow: m.requests,
+      bulkWritesInWindow: m.batches,
+      avgBatch: m.avgBatch,
+      windowS: round(m.cpu.wallS, 2),
+      ...a,
+      profileSamples: m.attribution.total,
+      nodeOrNativeSelfPct: round((100 * m.attribution.nodeOrNative) / Math.max(1, m.attribution.total - (m.attribution.samples.idle ?? 0)), 1),
+      idleMainPct: round((100 * (m.attribution.samples.idle ?? 0)) / Math.max(1, m.attribution.total), 1),
+      top: m.attribution.top,
+      // main thread's on-CPU split from perf (FWB_CPU_PERF=1), % of its samples
+      perf: m.perfPct,
+      // the same split from the V8 profile, % of the main thread's CPU, for comparison
+      v8MainPct: Object.fromEntries(['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain'].map(k => [k, round((100 * (accounts[r.key].us[k] ?? 0)) / Math.max(1e-9, ['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain'].reduce((a, j) => a + (accounts[r.key].us[j] ?? 0), 0)), 1)])),
+    }
+  })
+  const table = accountTable(results)
+  const { noop, buffered } = Object.fromEntries(results.map(r => [r.key, r]))
+  return {
+    title: 'CPU account per request (100 connections)',
+    unit: 'req/s',
+    latencyIs: `per HTTP request (autocannon, ${CONNECTIONS} connections, whole load run)`,
+    durationS,
+    results,
+    table,
+    ratios: {
+      bufferedVsNoDb: ratio(buffered.rate, noop.rate),
+      bufferedAppCpuVsNoDb: ratio(buffered.appUs, noop.appUs),
+      bufferedLibraryPlusDriverUs: round((buffered.us.library ?? 0) + (buffered.us.driver ?? 0), 1),
+    },
+    notes: [
+      `window: ${round(windowS, 1)} s in the middle of each route's load (after ${round(warmS, 1)} s of warm-up); requests = handler completions inside the window; ${cores} cores; load average at each route's start ${loadAvg.join(' / ')} — the machine is shared, so absolute µs move with other agents' load; compare shares`,
+      `app rows: V8 CPU profile of the window (node:inspector, ${SAMPLING_INTERVAL_US} µs sampling) splits the main thread's CPU (/proc/self/task) by self-time samples; node: and native frames are charged to their nearest caller in fastify (+deps), dist/, the driver or the bench; with none they stay "node internals"; "other threads" = process CPU − main thread`,
+      server === null
+        ? 'server processes: not found by the URI\'s port (not Linux, or the server is remote): not measured'
+        : `server processes: pid ${server.front} listening on the URI's port${server.postmaster === null ? '' : ` + PostgreSQL postmaster ${server.postmaster} and its children`} (only this server, not other servers on the machine)`,
+      'other processes = machine busy − app − server − load generator; the sum of all rows is checked against cores × window seconds (sumVsWallCpu, 1.00 = all CPU accounted)',
+      'caveat: on a busy machine the V8 profile over-charges socket writes (writev, writeBuffer): its samples land where the thread resumes after being preempted, and a loopback write that wakes the peer is where that happens; perf\'s on-CPU samples (standalone, FWB_CPU_PERF=1) put them 2-3x lower at load average 4-10, so the JS rows are the firmer part of the split',
+    ],
+  }
+}
+
+// ---------------------------------------------------------------- printing
+
+const fmt = x => (x === null || x === undefined ? '—' : x.toLocaleString('en-US', { maximumFractionDigits: 1, minimumFractionDigits: 1 }))
+
+/** Markdown: rows = components, columns = routes; µs per request (share of the app's CPU). */
+export function accountTable (results) {
+  const head = `| µs per request (% of app CPU w/o profiler thread) | ${results.map(r => r.name).join(' | ')} |`
+  const lines = [head, `|---|${results.map(() => '--:').join('|')}|`]
+  for (const c of COMPONENTS) {
+    lines.push(`| ${c.name} | ${results.map(r => `${fmt(r.us[c.key])}${c.app ? ` (${fmt(r.appPct[c.key])}%)` : ''}`).join(' | ')} |`)
+    if (c.key === 'profiler') lines.push(`| **app process total** | ${results.map(r => `**${fmt(r.appUs)}**`).join(' | ')} |`)
+  }
+  lines.push(`| **sum of rows** | ${results.map(r => `**${fmt(r.sumUs)}**`).join(' | ')} |`)
+  lines.push(`| wall-clock CPU (cores × s ÷ requests) | ${results.map(r => `${fmt(r.wallCpuUs)} (sum ${r.sumVsWallCpu}x)`).join(' | ')} |`)
+  lines.push(`| req/s in the window | ${results.map(r => r.rate.toLocaleString('en-US')).join(' | ')} |`)
+  lines.push(`| p50 / p99 ms (whole load) | ${results.map(r => `${r.p50Ms} / ${r.p99Ms}`).join(' | ')} |`)
+  lines.push(`| buffer: bulkWrites in the window, avg writes per batch | ${results.map(r => r.bulkWritesInWindow === 0 ? '—' : `${r.bulkWritesInWindow.toLocaleString('en-US')}, ${r.avgBatch}`).join(' | ')} |`)
+  lines.push(`| of which native socket writes (charged above to their caller: Fastify / driver) | ${results.map(r => `${fmt(r.socketWriteUs.fastify ?? 0)} / ${fmt(r.socketWriteUs.driver ?? 0)}`).join(' | ')} |`)
+  lines.push(`| node:/native self time charged to callers (% of main busy) | ${results.map(r => `${fmt(r.nodeOrNativeSelfPct)}%`).join(' | ')} |`)
+  return lines.join('\n')
+}
+
+function topTable (r, components) {
+  const lines = []
+  for (const c of components) {
+    const top = r.top[c] ?? []
+    if (top.length === 0) continue
+    const total = r.profileSamples - Math.round((r.idleMainPct * r.profileSamples) / 100)
+    lines.push(`\n${r.name}: top self time in ${c} (% of main-thread busy samples)`)
+    for (const t of top) lines.push(`  ${fmt((100 * t.samples) / Math.max(1, total))}%  ${t.fn}`)
+  }
+  return lines.join('\n')
+}
+
+const isMain = process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href
+if (isMain) {
+  const { values: args } = parseArgs({ options: { quick: { type: 'boolean', default: false }, json: { type: 'string' } } })
+  const uri = process.env.MONGODB_URI
+  if (!uri) {
+    console.error('MONGODB_URI is not set')
+    process.exit(2)
+  }
+  if (process.env.FWB_CPU_PERF === '1' && !process.execArgv.includes('--perf-basic-prof')) {
+    // perf needs V8's perf map (JIT code → function + file) and interpreted frames on the native stack
+    const { status } = (await import('node:child_process')).spawnSync(process.execPath,
+      ['--perf-basic-prof', '--interpreted-frames-native-stack', ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' })
+    process.exit(status ?? 1)
+  }
+  const suite = await cpuAccountSuite({ uri, durationS: args.quick ? 3 : 10 })
+  process.stdout.write(`### ${suite.title}\n\n${suite.table}\n\nRatios: ${Object.entries(suite.ratios).map(([k, v]) => `${k} ${v}`).join(', ')}\n\n${suite.notes.map(n => `- ${n}`).join('\n')}\n`)
+  if (suite.results[0].perf) {
+    const keys = ['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain', 'profiler']
+    process.stdout.write(`\nCross-check, main thread only, % of its CPU: V8 profile (wall-clock sampling) vs perf (on-CPU samples; "profiler" = the V8 profiler's SIGPROF handling on the main thread)\n\n| component | ${suite.results.map(r => `${r.name} V8 | ${r.name} perf`).join(' | ')} |\n|---|${suite.results.map(() => '--:|--:').join('|')}|\n`)
+    for (const k of keys) process.stdout.write(`| ${k} | ${suite.results.map(r => `${r.v8MainPct[k] ?? '—'} | ${r.perf?.pct[k] ?? 0}`).join(' | ')} |\n`)
+    process.stdout.write(`| socket writes (within the rows above) | ${suite.results.map(r => `${round((100 * Object.values(r.socketWriteUs).reduce((a, b) => a + (b ?? 0), 0)) / Math.max(1e-9, Object.values(r.v8MainPct).length && ['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain'].reduce((a, j) => a + (r.us[j] ?? 0), 0)), 1)} | ${round(Object.values(r.perf?.socketWritePct ?? {}).reduce((a, b) => a + b, 0), 1)}`).join(' | ')} |\n`)
+  }
+  for (const r of suite.results) process.stdout.write(topTable(r, r.key === 'noop' ? ['fastify'] : ['library', 'driver', 'fastify']) + '\n')
+  if (args.json) await writeFile(args.json, JSON.stringify(suite, null, 2) + '\n')
+}
