@@ -19,6 +19,8 @@ const EXTRA = {
   login: r => `finds/1k logins ${num(r.findsPer1kLogins)}, finds/user ${num(r.findsPerUser)} (max ${num(r.maxFindsForOneUser)}), update stmts/s ${num(r.updateStatementsPerS)}`,
   coalescing: r => `${r.fields}: ${num(r.updateStatements)} update stmts in ${num(r.updateCommands)} cmds; counts ${r.countsCorrect ? 'ok' : 'WRONG'}; last write wins ${r.lastWriteWins ? 'yes' : 'no'}`,
   cpuAccount: r => `app CPU ${num(r.appUs)} µs/req: Fastify ${num(r.appPct.fastify)}%, library ${num(r.appPct.library)}%, driver ${num(r.appPct.driver)}%, GC (main) ${num(r.appPct.gc)}%; server ${num(r.us.server)} µs/req; rows sum to ${num(r.sumVsWallCpu)}x cores × s`,
+  scaleDispatch: r => `${num(r.usPerWrite)} µs/write, ${num(r.ratio)}x the smallest case` + (r.createMs === undefined ? '' : `; first writes to every collection ${num(r.createMs)} ms`),
+  scaleCache: r => r.details,
   hotPath: r => `${num(r.nsPerOp)} ns/op (${num(r.nsPerOpOverBaseline)} over harness), ${num(r.bytesPerOp)} B/op` +
     (r.costVsBefore === null ? '' : `; before ${num(r.nsPerOpBefore)} ns/op → ${num(r.costVsBefore)}x the cost`) +
     (r.tracingCost == null ? '' : `; without @opentelemetry/api ${num(r.nsPerOpWithoutOtel)} ns/op → tracing costs ${num(r.tracingCost)}x`),
