@@ -136,7 +136,20 @@ function cpuAccount (s) {
   }
 }
 
-const GROUPS = { cpuAccount, raw, overhead, http, loadCurve, login, loginDetached, coalescing, cacheScale, cacheBus, hotPath }
+/** The scale suites: CPU per operation, each row against its smallest case. */
+function scale (s) {
+  return {
+    subtitle: 'CPU µs per operation (stub Db: our code alone); ratio to the smallest case',
+    rows: s.results.map(r => ({
+      label: r.name.slice(0, 60),
+      value: r.usPerWrite ?? (r.rate > 0 ? 1e6 / r.rate : 0),
+      text: r.ratio === undefined ? `${n(r.rate)} ops/s` : `${n(r.usPerWrite)} µs · ${x(r.ratio)}`,
+      kind: 'ours',
+    })),
+  }
+}
+
+const GROUPS = { scaleDispatch: scale, scaleCache: scale, cpuAccount, raw, overhead, http, loadCurve, login, loginDetached, coalescing, cacheScale, cacheBus, hotPath }
 
 export function chartGroups (report) {
   return Object.entries(report.suites).map(([key, suite]) => ({
