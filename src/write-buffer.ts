@@ -95,7 +95,7 @@ export class WriteBuffer {
       if (op.state === QUEUED) op.queue.forget(op)
       settler.reject(op, timeoutError(op))
     }
-    this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() })
+    this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() }, timedOut)
     const driverRetries = new DriverRetries(db)
     this.#liveness = new ServerLiveness(typeof db.command === 'function' ? () => db.command({ ping: 1 }) : undefined)
     this.#tracing = new Tracing(db.databaseName, o.tracerProvider as TracerProvider | undefined)

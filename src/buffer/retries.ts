@@ -1,3 +1,4 @@
+import { IN_FLIGHT, type WriteOp } from '../write/write-op.js'
 import type { Batch } from './batch.js'
 
 export interface BackoffPolicy { baseDelayMs: number, maxDelayMs: number }
@@ -27,7 +28,12 @@ export class Retries {
   /** the buffer is closed: nothing can queue behind a wait any more, so none keeps the process alive */
   #stopped = false
 
-  constructor (readonly policy: BackoffPolicy, readonly ready: () => void) {}
+  constructor (
+    readonly policy: BackoffPolicy,
+    readonly ready: () => void,
+    /** a write of a waiting batch passed its deadline (told WRITE_BUFFER_TIMEOUT; its target stays held) */
+    readonly timedOut: (op: WriteOp) => void = () => {}
+  ) {}
 
   /** Sends `batch` again after its backoff, and not before its fence ends (if any). */
   schedule (batch: Batch, fence?: Fence): void {
@@ -53,12 +59,30 @@ export class Retries {
       return
     }
     const windowMs = fence.windowMs
+    // How long the proof takes is not bounded (a server down stays silent): a write waiting
+    // to be retried must still be told its deadline passed, on time. Its target stays held.
+    this.#watchDeadlines(batch)
     fence.proof.then(answeredAt => {
       // close() may have taken the batch back meanwhile
       if (this.#waiting.has(batch) && batch.retryTimer === null) this.#arm(batch, Math.max(until, answeredAt + windowMs))
     }, () => {
       if (this.#waiting.has(batch) && batch.retryTimer === null) this.#arm(batch, until)
     })
+  }
+
+  #watchDeadlines (batch: Batch): void {
+    let earliest = 0
+    for (const op of batch.ops) {
+      if (op.state === IN_FLIGHT && op.deadline > 0 && (earliest === 0 || op.deadline < earliest)) earliest = op.deadline
+    }
+    if (earliest === 0) return
+    const timer = setTimeout(() => {
+      if (!this.#waiting.has(batch) || batch.retryTimer !== null) return // released, or its wait is timed now
+      const now = Date.now()
+      for (const op of batch.ops) if (op.state === IN_FLIGHT && op.deadline > 0 && op.deadline <= now) this.timedOut(op)
+      this.#watchDeadlines(batch)
+    }, Math.max(0, earliest - Date.now()))
+    if (this.#stopped) timer.unref()
   }
 
   #arm (batch: Batch, until: number): void {

@@ -165,3 +165,23 @@ async function fastForwardStep (ms: number): Promise<void> {
   await vi.advanceTimersByTimeAsync(ms)
   await new Promise<void>(resolve => setImmediate(resolve))
 }
+
+describe('a retry waiting for the proof still meets its deadline', () => {
+  it('the server stays silent: the write waiting to be retried is told WRITE_BUFFER_TIMEOUT (unknown) at its deadline; its document stays fenced', async () => {
+    useFakeClock()
+    const { fake, c } = harness({ maxTimeMS: 500, writeTimeoutMs: 3_000, retry: { maxAttempts: 3, baseDelayMs: 1 } })
+    let wake!: () => void
+    fake.pingGate = new Promise<void>(resolve => { wake = resolve }) // no answer to any ping
+    fake.next(() => { throw networkError() })
+    const first = c.updateOne({ _id: 1 }, { $set: { v: 1 } }) // retry-safe: waits to be sent again
+    const t0 = Date.now()
+    const settled = await fastForward(first)
+    expect(settled.status === 'rejected' && (settled.reason as Document)).toMatchObject({ code: ErrorCodes.TIMEOUT, outcome: 'unknown' })
+    expect(Date.now() - t0).toBeLessThan(3_000 + 500)
+    const later = c.updateOne({ _id: 1 }, { $set: { v: 2 } }, { timeoutMs: 60_000 })
+    for (let i = 0; i < 40; i++) await fastForwardStep(50)
+    expect(fake.calls).toHaveLength(1) // still fenced: the server has not answered since
+    wake()
+    expect((await fastForward(later)).status).toBe('fulfilled')
+  })
+})
