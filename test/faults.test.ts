@@ -48,23 +48,9 @@ async function insertCopies (name: string, from: Db = directDb): Promise<Map<num
 describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twice, every promise settles', () => {
   beforeEach(() => { proxy?.up(); proxy?.resume() })
   beforeAll(async () => {
-    // A private server of the suite's engine where one can be started: these tests cut, refuse
-    // and stall its connections, and one stops its process; a stand-in shared with other files
-    // (or kept running between runs) is left alone. FerretDB 1.24 keeps PostgreSQL connections
-    // of cut clients, so a long-lived shared one would carry each run's damage into the next.
-    if (privateServerUnavailable() === '') privateServer = await startPrivateServer()
-    let uri: string
-    if (privateServer === undefined) {
-      ({ client: direct, db: directDb } = await openDb('faults'))
-      uri = mongoUri()
-    } else {
-      uri = privateServer.uri
-      direct = await new MongoClient(uri).connect()
-      directDb = direct.db('fwb_faults')
-    }
-    const server = hostPortOf(uri)!
-    proxy = await FaultProxy.start(server.host, server.port)
-    client = new MongoClient(proxy.uri(uri), { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
+    ({ client: direct, db: directDb } = await openDb('faults'))
+    proxy = await FaultProxy.start(target!.host, target!.port)
+    client = new MongoClient(proxy.uri(mongoUri()), { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
     await client.connect()
     db = client.db(directDb.databaseName)
   })
@@ -250,7 +236,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     // a private server of the suite's engine: the shared one is never stopped
     const unavailable = privateServerUnavailable()
     ctx.skip(unavailable !== '', `needs a server process this test may stop and start: ${unavailable}`)
-    const server = privateServer!
+    const server = privateServer = await startPrivateServer()
     const own = new MongoClient(server.uri, { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
     try {
       await own.connect()

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { promisify } from 'node:util'
 import { inject } from 'vitest'
+import { freePort } from './child-server.js'
 
 const run = promisify(execFile)
 
@@ -37,14 +38,10 @@ export const privateServerUnavailable = (): string => {
 
 const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))
 
-/**
- * Two adjacent free ports below the ephemeral range (32768+ on Linux), so the private server's
- * ports are never ones the kernel hands out to other connections (proxies, clients) later.
- */
 async function freePortPair (): Promise<number> {
   for (;;) {
-    const port = 20_000 + 2 * Math.floor(Math.random() * 5_000)
-    if (await portFree(port) && await portFree(port + 1)) return port
+    const port = await freePort()
+    if (port < 65535 && await portFree(port + 1)) return port
   }
 }
 
