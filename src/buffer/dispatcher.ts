@@ -3,6 +3,7 @@ import type { WriteOp } from '../write/write-op.js'
 import type { Batch, BatchLimits, QueueListener } from './batch.js'
 import type { CollectionQueue } from './collection-queue.js'
 import { Ring } from './ring.js'
+import { WakeTimer } from './wake-timer.js'
 
 export interface DispatchOptions extends BatchLimits {
   /** concurrent bulkWrites across all collections */
@@ -66,10 +67,7 @@ interface Policy {
  * report theirs: `lingerEnd`). Which writes go together is the queue's business
  * (CollectionQueue.take); only when is decided here.
  *
- * Cost: a pump visits the queues that may send now (`#ready`: writes queued while idle, a
- * batch returned, a full queue, a slot awaited), or, when due, the queues that hold writes
- * (`#active`) — never every collection the buffer ever saw (docs/ARCHITECTURE.md, complexity
- * budget).
+ * Cost: a pump visits `#ready` or, when due, `#active` — never every collection (ARCHITECTURE.md).
  */
 export class Dispatcher implements QueueListener {
   readonly #queues: CollectionQueue[] = []
@@ -88,9 +86,6 @@ export class Dispatcher implements QueueListener {
   #turnEndScheduled = false
   /** Date.now() when the policy's linger (lingerMs) ends; 0 = none */
   #lingerMsAt = 0
-  /** the one wake-up timer, and when it fires */
-  #wake: NodeJS.Timeout | null = null
-  #wakeAt = 0
   /** what a take may hold: `options`, with maxCount bounded by the server's maxWriteBatchSize */
   #limits: BatchLimits
   /** bulkWrites sent (stats) */
@@ -109,13 +104,12 @@ export class Dispatcher implements QueueListener {
     this.#safePump()
   })
 
-  readonly #wakeTask = AsyncResource.bind((): void => {
-    this.#wake = null
-    this.#wakeAt = 0
+  /** the one wake-up timer: at the earliest of the policy's linger and a per-write linger end */
+  readonly #wake = new WakeTimer(AsyncResource.bind((): void => {
     this.#lingerMsAt = 0
     this.#due = true
     this.#schedulePump()
-  })
+  }))
 
   constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
     this.#limits = options
@@ -143,7 +137,7 @@ export class Dispatcher implements QueueListener {
     // a write joined a lingering one and brought its end forward (its own deadline)
     if (queue.lingerEnd !== 0) {
       this.#lingering.add(queue)
-      this.#wakeBy(queue.lingerEnd)
+      this.#wake.by(queue.lingerEnd)
     }
   }
 
@@ -170,9 +164,7 @@ export class Dispatcher implements QueueListener {
   }
 
   stop (): void {
-    if (this.#wake !== null) clearTimeout(this.#wake)
-    this.#wake = null
-    this.#wakeAt = 0
+    this.#wake.set(0)
     this.#lingerMsAt = 0
   }
 
@@ -197,7 +189,7 @@ export class Dispatcher implements QueueListener {
         // (due: a pump is already scheduled, and it takes this write too)
         if (this.#due || this.#lingerMsAt !== 0) return
         this.#lingerMsAt = Date.now() + lingerMs
-        this.#wakeBy(this.#lingerMsAt)
+        this.#wake.by(this.#lingerMsAt)
       },
       returned: () => { this.#due = true },
       mayGo: () => false,
@@ -238,18 +230,6 @@ export class Dispatcher implements QueueListener {
     setImmediate(this.#turnEndTask)
   }
 
-  /**
-   * The one wake-up timer fires no later than `at`. Ref'd while armed: it is armed only while
-   * writes are queued, and a process that awaits a queued write must not exit before the
-   * write is sent. An idle buffer has none and keeps nothing alive.
-   */
-  #wakeBy (at: number): void {
-    if (this.#wake !== null && this.#wakeAt <= at) return
-    if (this.#wake !== null) clearTimeout(this.#wake)
-    this.#wakeAt = at
-    this.#wake = setTimeout(this.#wakeTask, Math.max(0, at - Date.now()))
-  }
-
   #safePump (): void {
     try {
       this.#pump()
@@ -272,9 +252,7 @@ export class Dispatcher implements QueueListener {
     this.#due = false
     if (due) this.#lingerMsAt = 0
     const visit = due ? this.#active : this.#ready
-    // Each queue in `visit` is looked at once (a queue that sent, once more per batch it sends:
-    // slots bound that); one that sent or still holds writes goes to the back (round robin).
-    // A pump costs the queues it visits, never every collection.
+    // each queue in `visit` once (once more per batch it sends: slots bound that); round robin
     let visits = visit.size
     while (visits-- > 0 && this.#inFlight < maxInFlight) {
       const queue = visit.shift()
@@ -300,8 +278,7 @@ export class Dispatcher implements QueueListener {
       if (batch !== null && this.#mayGo(queue)) this.#ready.add(queue) // still full
       if (queue.lingerEnd !== 0) this.#lingering.add(queue)
     }
-    // What is left waits behind writes that are out, fenced or lingering: their return, their
-    // backoff's end or the wake-up pumps again. Only writes left for want of a slot stay due.
+    // what is left waits for what holds it (a return, a backoff, the wake-up); only a slot shortage stays due
     const left = this.#active.size > 0
     if (left && due && this.#inFlight >= maxInFlight) this.#due = true
     if (!left) this.#kicked = false
@@ -317,16 +294,7 @@ export class Dispatcher implements QueueListener {
       if (e === 0) this.#lingering.delete(queue)
       else if (end === 0 || e < end) end = e
     }
-    if (end === 0) {
-      // nothing lingers any more (sent, flushed): a ref'd timer must not keep the process alive
-      if (this.#wake !== null) clearTimeout(this.#wake)
-      this.#wake = null
-      this.#wakeAt = 0
-      return
-    }
-    if (this.#wake !== null && this.#wakeAt === end) return
-    if (this.#wake !== null) clearTimeout(this.#wake)
-    this.#wakeAt = end
-    this.#wake = setTimeout(this.#wakeTask, Math.max(0, end - Date.now()))
+    // nothing lingers any more (sent, flushed): a ref'd timer must not keep the process alive
+    if (end !== this.#wake.at) this.#wake.set(end)
   }
 }
