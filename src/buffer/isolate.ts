@@ -3,7 +3,7 @@ import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../errors.js'
 import { commandRefusal, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
 import { uncoalesce } from '../write/coalesce.js'
 import { isRetrySafe } from '../write/retry-safety.js'
-import type { WriteOp, WriteResult } from '../write/write-op.js'
+import { SETTLED, type WriteOp, type WriteResult } from '../write/write-op.js'
 import { PartialFailureReader, resultOf, type PartialFailure } from './outcomes.js'
 
 /**
@@ -147,7 +147,7 @@ async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
     }
     const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
     if (Array.isArray(writeErrors) && writeErrors.length > 0) {
-      partlyRefused(ops, err as PartialFailure, ctx, out)
+      partlyRefused(ops, err as PartialFailure, ctx.ordered, ctx.collection, out)
     } else {
       out.failed(ops, err)
     }
@@ -157,13 +157,20 @@ async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
   for (let i = 0; i < ops.length; i++) out.acknowledged(ops[i] as WriteOp, resultOf(ops[i] as WriteOp, i, upserted))
 }
 
-function partlyRefused (ops: WriteOp[], err: PartialFailure, ctx: IsolationContext, out: Isolation): void {
-  const reader = new PartialFailureReader(err, ctx.ordered, ctx.collection)
+/**
+ * Some writes of a bulkWrite were refused (`writeErrors`): each write's verdict, told to `out`
+ * (the Sender's partial failures and a split part's alike). `confirmed`: generated _ids found
+ * written after an unknown attempt (PartialFailureReader.idsToConfirm).
+ */
+export function partlyRefused (ops: readonly WriteOp[], err: PartialFailure, ordered: boolean, collection: string, out: Isolation,
+  confirmed: Set<string> | null = null): void {
+  const reader = new PartialFailureReader(err, ordered, collection)
   const again: WriteOp[] = []
   let uncoalesced = 0
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i] as WriteOp
-    const verdict = reader.verdict(op, i, null)
+    if (op.state === SETTLED) continue
+    const verdict = reader.verdict(op, i, confirmed)
     switch (verdict.kind) {
       case 'acknowledged': out.acknowledged(op, verdict.value); break
       case 'rejected': out.rejected(op, verdict.error); break

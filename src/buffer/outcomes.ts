@@ -1,3 +1,4 @@
+import type { Collection } from 'mongodb'
 import { ErrorCodes, WriteBufferError, WriteRejectedError, type WriteOutcome } from '../errors.js'
 import { describeError, type Failure } from '../mongo/driver-errors.js'
 import { isRetrySafe } from '../write/retry-safety.js'
@@ -139,4 +140,15 @@ export function afterUnsendable (ops: readonly WriteOp[], err: unknown, collecti
   }
   if (refused.length > 0) return { again, refused }
   return { again: [], refused: again.map(op => ({ op, err: batchFailed(op, { outcome: 'not-sent', transient: false, error: err }, collection) })) }
+}
+
+/** Which of these _ids exist (primary read); null when that cannot be told (those writes stay `unknown`). */
+export async function confirmInserted (collection: Pick<Collection, 'find'>, ids: unknown[]): Promise<Set<string> | null> {
+  if (ids.length === 0) return null
+  try {
+    const found = await collection.find({ _id: { $in: ids as never[] } }, { projection: { _id: 1 }, readPreference: 'primary' }).toArray()
+    return new Set(found.map(d => String(d._id)))
+  } catch {
+    return null
+  }
 }

@@ -6,13 +6,12 @@ import { isClientSideSendError } from '../write/send-check.js'
 import type { DriverRetries } from '../mongo/topology.js'
 import type { Logger } from '../options.js'
 import { batchChannel, publishBatch } from '../telemetry.js'
-import { uncoalesce } from '../write/coalesce.js'
 import type { Tracing } from '../tracing.js'
 import { IN_FLIGHT, SETTLED, type TraceLink, type WriteOp, type WriteResult } from '../write/write-op.js'
-import { isolate, IsolationOutcome, splittable, wholeRefusal } from './isolate.js'
+import { isolate, IsolationOutcome, partlyRefused, splittable, wholeRefusal } from './isolate.js'
 import { Batch } from './batch.js'
 import { Latency } from './latency.js'
-import { afterBatchFailure, afterUnsendable, batchFailed, closedError, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
+import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
 import type { Fence, Retries } from './retries.js'
 import type { ServerLiveness } from '../mongo/liveness.js'
 import type { Settler } from './settler.js'
@@ -182,14 +181,7 @@ export class Sender {
       ordered: queue.ordered,
       collection: queue.name,
     }, out)
-    const { applied, results } = out
-    if (applied.length > 0) {
-      this.onAcknowledged?.(queue.name, applied, i => (results[i] as { upsertedId?: unknown }).upsertedId)
-      for (let i = 0; i < applied.length; i++) this.settler.resolve(applied[i] as WriteOp, results[i] as WriteResult)
-    }
-    for (const { op, err } of out.refused) this.settler.reject(op, err)
-    queue.uncoalesced(out.uncoalescedCount)
-    this.#requeue(queue, out.toSendAgain)
+    this.#apply(queue, out)
     if (out.failedOps.length > 0) {
       this.#wholeFailed(batch, out.failedWith, span, undefined, out.failedOps)
     } else {
@@ -277,57 +269,27 @@ export class Sender {
     if (fenced.length > 0 && fence !== undefined) this.retries.fence(new Batch(batch.queue, fenced, false), fence)
   }
 
+  /** Acts on what was decided per write: the applied resolved (told to the cache bus first), the refused rejected, the rest sent again. */
+  #apply (queue: Batch['queue'], out: IsolationOutcome): void {
+    const { applied, results } = out
+    if (applied.length > 0) {
+      this.onAcknowledged?.(queue.name, applied, i => (results[i] as { upsertedId?: unknown }).upsertedId)
+      for (let i = 0; i < applied.length; i++) this.settler.resolve(applied[i] as WriteOp, results[i] as WriteResult)
+    }
+    for (const { op, err } of out.refused) this.settler.reject(op, err)
+    queue.uncoalesced(out.uncoalescedCount)
+    this.#requeue(queue, out.toSendAgain)
+  }
+
   /** Some writes were refused by the server; the others were acknowledged (or never executed). */
   async #partlyFailed (batch: Batch, err: PartialFailure): Promise<void> {
     const queue = batch.queue
-    const reader = new PartialFailureReader(err, queue.ordered, queue.name)
-    const confirmed = await this.#confirmInserted(batch, reader.idsToConfirm(batch.ops))
-    const again: WriteOp[] = []
-    let acked = 0
-    let rejected = 0
-    const ops = batch.ops
-    const applied: WriteOp[] | undefined = this.onAcknowledged === undefined ? undefined : []
-    const upserted: unknown[] = []
-    for (let i = 0; i < ops.length; i++) {
-      const op = ops[i] as WriteOp
-      if (op.state === SETTLED) continue
-      const verdict = reader.verdict(op, i, confirmed)
-      switch (verdict.kind) {
-        case 'acknowledged':
-          if (applied !== undefined) {
-            applied.push(op)
-            upserted.push((verdict.value as { upsertedId?: unknown }).upsertedId)
-          }
-          acked += this.settler.resolve(op, verdict.value)
-          break
-        case 'rejected': rejected += this.settler.reject(op, verdict.error); break
-        case 'not-executed':
-          op.sendAgain(false) // never executed: this attempt does not count
-          again.push(op)
-          break
-        case 'uncoalesce': {
-          const parts = uncoalesce(op)
-          queue.uncoalesced(parts.length)
-          again.push(op, ...parts)
-          break
-        }
-      }
-    }
-    if (applied !== undefined && applied.length > 0) this.onAcknowledged?.(queue.name, applied, i => upserted[i])
-    this.#requeue(queue, again)
+    const ids = new PartialFailureReader(err, queue.ordered, queue.name).idsToConfirm(batch.ops)
+    const out = new IsolationOutcome()
+    partlyRefused(batch.ops, err, queue.ordered, queue.name, out, await confirmInserted(queue.collection, ids))
+    this.#apply(queue, out)
     this.#return(batch)
-    this.options.logger?.warn({ collection: queue.name, ops: batch.size, acked, rejected, code: reader.firstCode },
+    this.options.logger?.warn({ collection: queue.name, ops: batch.size, acked: out.applied.length, rejected: out.refused.length, code: err.writeErrors[0]?.code },
       'write buffer: writes rejected by the server')
-  }
-
-  /** Which of these _ids exist (primary read); null when that cannot be told. */
-  async #confirmInserted (batch: Batch, ids: unknown[]): Promise<Set<string> | null> {
-    if (ids.length === 0) return null
-    try {
-      const found = await batch.queue.collection.find({ _id: { $in: ids as never[] } }, { projection: { _id: 1 }, readPreference: 'primary' }).toArray()
-      return new Set(found.map(d => String(d._id)))
-    } catch {
-      return null // cannot tell: those writes end 'unknown' (they are maybeApplied)
-    }
   }
 }
