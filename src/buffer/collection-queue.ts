@@ -3,6 +3,7 @@ import { tryCoalesce } from '../write/coalesce.js'
 import { COMMAND_OF, IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
 import { Batch, type BatchLimits, type QueueListener, type TakeMoment } from './batch.js'
 import { Lingering } from './lingering.js'
+import { OpList } from './op-list.js'
 import { Parked } from './parked.js'
 
 /**
@@ -19,9 +20,8 @@ import { Parked } from './parked.js'
  * shows up while they are out, their targets are held before it is considered.
  */
 export class CollectionQueue {
-  #items: WriteOp[] = []
-  #head = 0
-  /** live queued ops (aborted/expired ones still in `#items` are not counted) */
+  readonly #list = new OpList()
+  /** live queued ops (aborted/expired ones still in `#list` are not counted) */
   #size = 0
   #bytes = 0
   #coalesced = 0
@@ -33,7 +33,7 @@ export class CollectionQueue {
   readonly #held = new Map<string, WriteOp>()
   /** later writes of a held target, parked until it is released (parked.ts) */
   readonly #parked = new Parked()
-  /** inside take(): targets whose parked writes are freed once it is done (it walks #items) */
+  /** inside take(): targets whose parked writes are freed once it is done (it walks the list) */
   #taking = false
   #freed: string[] | null = null
   #freshOnly = true
@@ -71,7 +71,7 @@ export class CollectionQueue {
     }
     if (this.#size === 0) this.#nonEmptySince = performance.now()
     if (!op.fresh) this.#freshOnly = false
-    this.#items.push(op)
+    this.#list.push(op)
     this.#size++
     this.#bytes += op.bytes
     this.listener.queued(this)
@@ -97,16 +97,19 @@ export class CollectionQueue {
 
   /** The next batch: ops of one write command, ≤ maxCount ops, about ≤ maxBytes; expired ops go to `expired`. */
   take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
+    return this.#walking(() => this.#take(limits, at, expired))
+  }
+
+  /** Runs a walk over the list; parked writes freed meanwhile (forget()) are moved once it is done. */
+  #walking<T> (walk: () => T): T {
     this.#taking = true
     try {
-      return this.#take(limits, at, expired)
+      return walk()
     } finally {
       this.#taking = false
-      if (this.#freed !== null) {
-        const freed = this.#freed
-        this.#freed = null
-        this.#freeParked(freed)
-      }
+      const freed = this.#freed
+      this.#freed = null
+      if (freed !== null) this.#freeParked(freed)
     }
   }
 
@@ -117,14 +120,14 @@ export class CollectionQueue {
     if (this.#freshOut.size > 0) this.#holdFreshOut()
     this.#lingering.end = 0
     const { maxCount, maxBytes, coalesce } = limits
-    const items = this.#items
+    const items = this.#list.items
     const end = items.length
     let ops = null as WriteOp[] | null
     let command = -1
     let bytes = 0
     let blocked = null as Set<string> | null
     let kept = null as WriteOp[] | null
-    let i = this.#head
+    let i = this.#list.head
     for (; i < end; i++) {
       const op = items[i] as WriteOp
       if (!this.#live(op, now, expired)) continue
@@ -192,21 +195,16 @@ export class CollectionQueue {
   #toHead (ops: WriteOp[]): void {
     if (ops.length === 0) return
     this.#freshOnly = false
-    if (this.#head >= ops.length) {
-      for (let k = ops.length - 1; k >= 0; k--) this.#items[--this.#head] = ops[k] as WriteOp
-    } else {
-      this.#items = ops.concat(this.#items.slice(this.#head))
-      this.#head = 0
-    }
+    this.#list.putFirst(ops)
     this.listener.queued(this)
   }
 
   #takeFresh (limits: BatchLimits, now: number, expired: WriteOp[]): Batch | null {
-    const items = this.#items
+    const items = this.#list.items
     const end = items.length
     let ops = null as WriteOp[] | null
     let bytes = 0
-    let i = this.#head
+    let i = this.#list.head
     for (; i < end; i++) {
       const op = items[i] as WriteOp
       if (!this.#live(op, now, expired)) continue
@@ -238,16 +236,7 @@ export class CollectionQueue {
   }
 
   #advance (head: number, end: number): void {
-    if (head >= end) {
-      this.#items = []
-      this.#head = 0
-      this.#freshOnly = this.#parked.size === 0
-    } else if (head > 1024 && head * 2 > end) {
-      this.#items = this.#items.slice(head)
-      this.#head = 0
-    } else {
-      this.#head = head
-    }
+    if (this.#list.advance(head, end)) this.#freshOnly = this.#parked.size === 0
   }
 
   /** A batch's answer was handled: its targets are free again. */
@@ -308,8 +297,7 @@ export class CollectionQueue {
       this.#size++
       this.#bytes += op.bytes
     }
-    this.#items = ops.concat(this.#items.slice(this.#head))
-    this.#head = 0
+    this.#list.putFirst(ops)
     this.listener.queued(this)
   }
 
@@ -320,32 +308,23 @@ export class CollectionQueue {
   removeAll (): WriteOp[] {
     this.#lingering.clear()
     const out: WriteOp[] = []
-    for (let i = this.#head; i < this.#items.length; i++) {
-      const op = this.#items[i] as WriteOp
-      if (op.state === QUEUED) out.push(op)
-    }
-    this.#parked.forEach(op => { if (op.state === QUEUED) out.push(op) })
+    const queued = (op: WriteOp): void => { if (op.state === QUEUED) out.push(op) }
+    this.#list.forEach(queued)
+    this.#parked.forEach(queued)
     this.#parked.clear()
-    this.#items = []
-    this.#head = 0
+    this.#list.clear()
     this.#size = 0
     this.#bytes = 0
     this.#freshOnly = true
     return out
   }
 
-  /** Ops past their deadline, removed from the queue (they stay in `#items`, skipped). */
+  /** Ops past their deadline, removed from the queue (they stay in the list, skipped). */
   expire (now: number, expired: WriteOp[]): void {
-    this.#taking = true // forget() must not move writes while they are walked
-    try {
-      for (let i = this.#head; i < this.#items.length; i++) this.#live(this.#items[i] as WriteOp, now, expired)
+    this.#walking(() => {
+      this.#list.forEach(op => { this.#live(op, now, expired) })
       this.#parked.forEach(op => { this.#live(op, now, expired) })
-    } finally {
-      this.#taking = false
-      const freed = this.#freed
-      this.#freed = null
-      if (freed !== null) this.#freeParked(freed)
-    }
+    })
   }
 
   /** Whether a queued op can be taken; one past its deadline leaves the queue for `expired`. */

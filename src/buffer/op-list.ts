@@ -1,0 +1,49 @@
+import type { WriteOp } from '../write/write-op.js'
+
+/**
+ * A queue's writes in order, consumed from a head index instead of shifted: the slots before
+ * `head` are spent, and a take puts what it skipped back just before where it stopped (so the
+ * tail is never copied). Aborted or expired writes stay in the list, skipped by state.
+ */
+export class OpList {
+  items: WriteOp[] = []
+  head = 0
+
+  push (op: WriteOp): void { this.items.push(op) }
+
+  /** A take walked up to `end`, and the list now starts at `head`; true when nothing is left. */
+  advance (head: number, end: number): boolean {
+    if (head >= end) {
+      this.clear()
+      return true
+    }
+    if (head > 1024 && head * 2 > end) {
+      this.items = this.items.slice(head)
+      this.head = 0
+    } else {
+      this.head = head
+    }
+    return false
+  }
+
+  /** Puts `ops` first, in order: into spent slots when there is room, else by one copy. */
+  putFirst (ops: readonly WriteOp[]): void {
+    if (this.head >= ops.length) {
+      for (let k = ops.length - 1; k >= 0; k--) this.items[--this.head] = ops[k] as WriteOp
+    } else {
+      this.items = ops.concat(this.items.slice(this.head))
+      this.head = 0
+    }
+  }
+
+  /** Each write from the head on. */
+  forEach (fn: (op: WriteOp) => void): void {
+    const items = this.items
+    for (let i = this.head; i < items.length; i++) fn(items[i] as WriteOp)
+  }
+
+  clear (): void {
+    this.items = []
+    this.head = 0
+  }
+}
