@@ -19,6 +19,14 @@ class SoloOrder extends BaseSequencer {
   }
 }
 
+/**
+ * The bench's smoke run (test/bench.test.ts: `bench/run.mjs --quick`, every suite once, ~90 s) checks
+ * the benchmark's plumbing, not the library: like the package check it is its own command,
+ * `npm run check:bench` (FWB_BENCH_SMOKE=1), run by .ci/run and the GitHub workflow, not by npm test.
+ */
+const BENCH_SMOKE = process.env.FWB_BENCH_SMOKE === '1'
+const BENCH = 'test/bench.test.ts'
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -38,7 +46,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/unit/**', ...SOLO],
+          exclude: ['test/unit/**', BENCH, ...SOLO],
           globalSetup: ['test/global-setup.ts'],
           fileParallelism: true,
           sequence: { groupOrder: 1 },
@@ -54,6 +62,7 @@ export default defineConfig({
           sequence: { groupOrder: 2 },
         },
       },
+      ...(BENCH_SMOKE ? [{ extends: true as const, test: { name: 'bench', include: [BENCH], globalSetup: ['test/global-setup.ts'], sequence: { groupOrder: 3 } } }] : []),
     ],
   },
 })

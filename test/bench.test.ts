@@ -22,7 +22,7 @@ interface Report {
 }
 
 describe('bench/run.mjs --quick', () => {
-  // .ci/run runs it on its first engine only (FWB_SKIP_BENCH_SMOKE=1 on the second): it checks the bench's plumbing
+  // npm run check:bench (FWB_BENCH_SMOKE=1; not part of npm test): it checks the bench's plumbing; FWB_SKIP_BENCH_SMOKE=1 skips it
   it.skipIf(process.env.FWB_SKIP_BENCH_SMOKE === '1')('writes every suite with numeric results, without touching bench/results [FWB_SKIP_BENCH_SMOKE: run on another engine]', async () => {
     if (!existsSync(join(root, 'dist/index.js'))) await run('npm', ['run', 'build'], { cwd: root })
     const out = await mkdtemp(join(tmpdir(), 'fwb-bench-'))
