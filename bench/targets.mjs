@@ -36,7 +36,18 @@ function curveTargets (loadCurve) {
   ]
 }
 
-export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve, cacheScale, loginDetached, cacheBus }) {
+function apiPathTargets (apiPath) {
+  const [buffered] = apiPath.results
+  return [{
+    suite: 'apiPath',
+    target: 'API path: awaited insertOne ≥ 95% of raw bulkWrite docs/s (best of 1/2/4 in flight); app CPU per write ≤ 1.15x raw',
+    measured: `${fmt(apiPath.ratios.bufferedVsBestRaw, 'x')} docs/s; CPU per write ${fmt(apiPath.ratios.cpuPerWriteVsLeanestRaw, 'x')} (${fmt(buffered?.cpuUsPerWrite, ' µs')})`,
+    met: (apiPath.ratios.bufferedVsBestRaw ?? 0) >= 0.95 && (apiPath.ratios.cpuPerWriteVsLeanestRaw ?? Infinity) <= 1.15,
+    notes: apiPath.notes[1],
+  }]
+}
+
+export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve, cacheScale, loginDetached, cacheBus, apiPath }) {
   const { noop, naive, buffered, fire } = byKey(http.results)
   const p99Ratio = http.ratios.bufferedP99VsNaive
   const worstOverhead = overhead.comparisons.reduce((a, b) => (b.overheadPct > a.overheadPct ? b : a))
@@ -45,6 +56,7 @@ export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, l
   const slowest = hotPath.results.reduce((a, b) => (b.nsPerOp > a.nsPerOp ? b : a))
   return [
     ...(loadCurve === undefined ? [] : curveTargets(loadCurve)),
+    ...(apiPath === undefined ? [] : apiPathTargets(apiPath)),
     ...(cacheBus === undefined
       ? []
       : [{

@@ -1,0 +1,111 @@
+// Suite: the API path against the raw driver (issue 26, item 4). N awaited insertOne calls through
+// the buffer (1,000 concurrent callers, product defaults) against the same N documents sent by hand
+// as unordered bulkWrite(1000) with 1, 2 and 4 in flight: docs/s and the app's CPU per write
+// (process.cpuUsage), one client each without command monitoring (it costs the driver CPU). Every
+// variant runs once to warm the JIT, then the rounds alternate (buffered, raw 1, raw 2, raw 4,
+// buffered, …) so neither side is favoured by the JIT or by drift on a shared machine; each keeps
+// its best round. Ratios: buffered ÷ the best raw variant, from this one run.
+//   npm run build && MONGODB_URI=mongodb://… node bench/suites/api-path.mjs [writes] [rounds]
+import { MongoClient } from 'mongodb'
+import { WriteBuffer } from '../../dist/index.js'
+import { smallDoc } from '../db.mjs'
+import { withProgress } from '../progress.mjs'
+import { ratio, round } from '../stats.mjs'
+
+const CALLERS = 1000
+const RAW_BATCH = 1000
+const RAW_IN_FLIGHT = [1, 2, 4]
+
+/** Runs `work`; returns docs/s and app CPU µs per write over `writes` writes. */
+async function measured (writes, work) {
+  const t0 = performance.now()
+  const c0 = process.cpuUsage()
+  await work()
+  const cpu = process.cpuUsage(c0)
+  const s = (performance.now() - t0) / 1000
+  return { rate: writes / s, cpuUsPerWrite: (cpu.user + cpu.system) / writes }
+}
+
+function bufferedRound (db, name, writes) {
+  return measured(writes, async () => {
+    const wb = new WriteBuffer(db)
+    const c = wb.collection(name)
+    let next = 0
+    const caller = async () => {
+      for (let i = next++; i < writes; i = next++) await c.insertOne(smallDoc(i))
+    }
+    await Promise.all(Array.from({ length: CALLERS }, caller))
+    await wb.close()
+  })
+}
+
+function rawRound (db, name, writes, inFlight) {
+  const col = db.collection(name)
+  return measured(writes, async () => {
+    let next = 0
+    const sender = async () => {
+      for (let start = next; start < writes; start = next) {
+        next = Math.min(writes, start + RAW_BATCH)
+        const models = []
+        for (let i = start; i < next; i++) models.push({ insertOne: { document: smallDoc(i) } })
+        await col.bulkWrite(models, { ordered: false })
+      }
+    }
+    await Promise.all(Array.from({ length: inFlight }, sender))
+  })
+}
+
+export async function apiPathSuite ({ uri, apiPathWrites = 20_000, apiPathRounds = 5 }) {
+  const client = new MongoClient(uri)
+  await client.connect()
+  const db = client.db('fwb_bench_api_path')
+  await db.dropDatabase()
+  const variants = [
+    { name: `WriteBuffer: ${apiPathWrites.toLocaleString('en-US')} awaited insertOne, ${CALLERS} callers`, buffered: true },
+    ...RAW_IN_FLIGHT.map(k => ({ name: `raw bulkWrite unordered, batch ${RAW_BATCH}, ${k} in flight`, inFlight: k })),
+  ]
+  const best = new Map()
+  let n = 0
+  try {
+    await withProgress('api path: buffered vs raw bulkWrite (warm-up, then alternating rounds)', async () => {
+      for (let r = 0; r <= apiPathRounds; r++) { // round 0 warms the JIT and is not kept
+        for (const v of variants) {
+          const name = `c${n++}`
+          const row = v.buffered ? await bufferedRound(db, name, apiPathWrites) : await rawRound(db, name, apiPathWrites, v.inFlight)
+          await db.collection(name).drop().catch(() => {})
+          if (r === 0) continue
+          const b = best.get(v) ?? { rate: 0, cpuUsPerWrite: Infinity }
+          best.set(v, { rate: Math.max(b.rate, row.rate), cpuUsPerWrite: Math.min(b.cpuUsPerWrite, row.cpuUsPerWrite) })
+        }
+      }
+    })
+  } finally {
+    await client.close()
+  }
+  const results = variants.map(v => ({ name: v.name, rate: Math.round(best.get(v).rate), cpuUsPerWrite: round(best.get(v).cpuUsPerWrite, 2) }))
+  const buffered = results[0]
+  const raws = results.slice(1)
+  const fastestRaw = raws.reduce((a, b) => (b.rate > a.rate ? b : a))
+  const leanestRaw = raws.reduce((a, b) => (b.cpuUsPerWrite < a.cpuUsPerWrite ? b : a))
+  return {
+    title: 'API path: awaited insertOne through the buffer vs raw unordered bulkWrite (warmed, alternating rounds)',
+    unit: 'docs/s',
+    latencyIs: 'not measured (docs/s and app CPU µs per write, process.cpuUsage)',
+    results,
+    ratios: {
+      bufferedVsBestRaw: ratio(buffered.rate, fastestRaw.rate),
+      cpuPerWriteVsLeanestRaw: ratio(buffered.cpuUsPerWrite, leanestRaw.cpuUsPerWrite),
+    },
+    notes: [
+      `best of ${apiPathRounds} alternating rounds per variant after one warm-up round each; each round writes to a new collection, dropped after it`,
+      `raw: ${RAW_BATCH} documents per bulkWrite, best of ${RAW_IN_FLIGHT.join('/')} in flight (fastest: ${fastestRaw.name}; leanest CPU: ${leanestRaw.name}); no command monitoring on either client`,
+    ],
+  }
+}
+
+if (process.argv[1] === new URL(import.meta.url).pathname) {
+  const uri = process.env.MONGODB_URI ?? 'mongodb://127.0.0.1:27018/'
+  const suite = await apiPathSuite({ uri, apiPathWrites: Number(process.argv[2] ?? 20_000), apiPathRounds: Number(process.argv[3] ?? 5) })
+  console.table(suite.results)
+  console.log(suite.ratios)
+}
