@@ -89,6 +89,7 @@ function startWorker (dir) {
 /**
  * Best (lowest) µs per write of each build × case over `rounds` alternating rounds; `builds`:
  * name → checkout directory (built: its dist/). Each build runs in its own process, warmed first.
+ * `best[case + ' rounds']` lists each round's µs per build, for paired ratios.
  */
 export async function measure (builds, { rounds = 7, writes = 100_000 } = {}) {
   const best = {}
@@ -104,6 +105,7 @@ export async function measure (builds, { rounds = 7, writes = 100_000 } = {}) {
           const us = await workers[b].run(k, writes)
           const key = `${k} ${b}`
           if (!(best[key] <= us)) best[key] = us
+          ;(best[`${k} rounds`] ??= []).push({ build: b, round: r, us })
         }
       }
     }
@@ -144,6 +146,15 @@ if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] === '-
     if (builds.A !== undefined) {
       row['A µs/write'] = +best[`${k} A`].toFixed(3)
       row['B/A'] = +(best[`${k} B`] / best[`${k} A`]).toFixed(3)
+      // the same round's two measurements side by side: less exposed to a machine whose load drifts
+      const rounds = best[`${k} rounds`]
+      const paired = []
+      for (let r = 0; r < Number(values.rounds); r++) {
+        const of = b => rounds.find(x => x.round === r && x.build === b).us
+        paired.push(of('B') / of('A'))
+      }
+      paired.sort((x, y) => x - y)
+      row['B/A median of rounds'] = +paired[paired.length >> 1].toFixed(3)
     }
     return row
   })
