@@ -70,6 +70,42 @@ function objectSize (doc: Record<string, unknown>, depth: number): number {
   return n
 }
 
+/** estimateSize rule: no top-level key may start with `$` (a document, a replacement). */
+export const NO_OPERATOR_KEYS = 1
+/** estimateSize rule: leave the top-level `_id` out (the caller is about to give the document a new one). */
+export const SKIP_ID = 2
+
+/**
+ * bsonSize's estimate on the hot path, with build-op's checks of the top-level keys made in
+ * the same walk (`rules`). Returns -1 wherever bsonSize would not settle for the estimate (a
+ * value it measures exactly, a NUL key, nesting too deep, over EXACT_ABOVE), a key breaks a
+ * rule, or reading the document throws: the caller then makes its checks and calls bsonSize
+ * one by one, which name the problem. Never throws.
+ */
+export function estimateSize (doc: object, rules: number): number {
+  let n = 5
+  try {
+    for (const key in doc) {
+      if (key.includes('\0')) return -1
+      if ((rules & NO_OPERATOR_KEYS) !== 0 && key.charCodeAt(0) === 36 /* $ */) return -1
+      if ((rules & SKIP_ID) !== 0 && key === '_id') continue
+      n += 2 + key.length + valueSize((doc as Record<string, unknown>)[key], 0)
+    }
+  } catch {
+    return -1
+  }
+  return n > EXACT_ABOVE ? -1 : n
+}
+
+/** bsonSize's estimate of one field's value (the field itself not counted), or -1 as for estimateSize. Never throws. */
+export function estimateValueSize (v: unknown): number {
+  try {
+    return valueSize(v, 0)
+  } catch {
+    return -1
+  }
+}
+
 export function bsonSize (doc: object): number {
   let n: number
   try {

@@ -1,9 +1,9 @@
 import { MongoClient, ObjectId } from 'mongodb'
 import type { Document, PkFactory } from 'mongodb'
-import { bsonSize, exactBsonSize, EXACT_ABOVE } from './bson-size.js'
+import { bsonSize, estimateSize, estimateValueSize, exactBsonSize, EXACT_ABOVE, NO_OPERATOR_KEYS, SKIP_ID } from './bson-size.js'
 import { InvalidOptionError, InvalidWriteError, describe } from '../errors.js'
 import { targetOf, targetOfId } from './target.js'
-import { checkPipelineStages, checkUpdateOperators } from './update-operators.js'
+import { checkPipelineStages, checkUpdateOperators, operatorProblem } from './update-operators.js'
 import {
   WriteOp, INSERT, UPDATE_ONE, UPDATE_MANY, REPLACE_ONE, DELETE_ONE, DELETE_MANY, type Kind, type WriteBody,
 } from './write-op.js'
@@ -24,6 +24,8 @@ export type { WriteOptions, UpdateOptions, ReplaceOptions, DeleteOptions } from 
 const MAX_BSON_BYTES = 16 * 1024 * 1024
 /** What the statement around the parts adds (keys, types, upsert, multi, limit): a bound. */
 const STATEMENT_OVERHEAD = 64
+/** What a generated `_id` adds to a document: its key (type byte, `_id`, NUL) and an ObjectId's 12 bytes. */
+const GENERATED_ID_BYTES = 2 + 3 + 12
 
 /** bsonSize of one part of a write (estimated below 4 MiB, exact above), a serialization failure as InvalidWriteError. */
 function sizeOf (what: string, value: object): number {
@@ -32,6 +34,12 @@ function sizeOf (what: string, value: object): number {
   } catch (err) {
     throw new InvalidWriteError(`${what} cannot be serialized to BSON (${(err as Error).message}): ${describe(value)}`)
   }
+}
+
+/** sizeOf('filter', filter), its estimate first (which cannot throw). */
+function filterSize (filter: Document): number {
+  const n = estimateSize(filter, 0)
+  return n < 0 ? sizeOf('filter', filter) : n
 }
 
 function checkLimit (what: string, n: number): void {
@@ -83,6 +91,30 @@ export function validateCollectionName (name: unknown): string {
 function checkFilter (filter: unknown): Document {
   if (!isDocument(filter)) throw new InvalidWriteError(`filter must be a plain object, got ${describe(filter)}`)
   return filter
+}
+
+/**
+ * The hot path of checkUpdate and sizeOf('update'): one walk over an operator-style update
+ * that checks what checkUpdate checks and sums bsonSize's estimate. Returns -1 for anything
+ * else (a pipeline, a problem, a value the estimate cannot read): checkUpdate and sizeOf then
+ * run one by one and name the problem. Never throws.
+ */
+function quickUpdate (update: unknown): number {
+  if (Array.isArray(update) || !isDocument(update)) return -1
+  let n = 5
+  try {
+    for (const op in update) {
+      if (op.charCodeAt(0) !== 36 /* $ */) return -1
+      const arg: unknown = update[op]
+      if (!isEmbeddable(arg) || operatorProblem(op, arg) !== undefined) return -1
+      const v = estimateValueSize(arg)
+      if (v < 0) return -1
+      n += 2 + op.length + v
+    }
+  } catch {
+    return -1
+  }
+  return n === 5 || n > EXACT_ABOVE ? -1 : n // none: not an update (checkUpdate says so)
 }
 
 function checkUpdate (update: unknown): Document | Document[] {
@@ -160,13 +192,18 @@ function createPk (pkFactory: PkFactory, doc: Document): unknown {
 export function buildInsert (doc: unknown, options: WriteOptions | undefined, pkFactory?: PkFactory): WriteOp {
   if (!isDocument(doc)) throw new InvalidWriteError(`document must be a plain object, got ${describe(doc)}`)
   checkOptions(options, 'insert')
-  checkNoOperators('document', doc)
+  // the hot path: one walk checks the keys and estimates the size, a generated ObjectId `_id`
+  // counted in advance (the document is not changed before it is known to be good); anything
+  // unusual (a custom pkFactory) or wrong takes the checks one by one, which name the problem
+  const generate = doc._id === undefined || doc._id === null
+  let bytes = pkFactory === undefined || !generate ? estimateSize(doc, generate ? NO_OPERATOR_KEYS | SKIP_ID : NO_OPERATOR_KEYS) : -1
+  if (bytes < 0) checkNoOperators('document', doc)
   let ownId = false
   // Assigned before queuing (as the driver does) so the caller knows the _id at once,
   // and so a retried insert is recognisable: its _id can only collide with itself.
   // `_id: null` counts as none: the driver would replace it with a new id (`_id == null`),
   // so the caller would be told null while another id is stored.
-  if (doc._id === undefined || doc._id === null) {
+  if (generate) {
     if (pkFactory === undefined) {
       doc._id = new ObjectId()
       ownId = true
@@ -176,7 +213,8 @@ export function buildInsert (doc: unknown, options: WriteOptions | undefined, pk
       doc._id = createPk(pkFactory, doc)
     }
   }
-  const bytes = sizeOf('document', doc)
+  if (bytes >= 0 && ownId) bytes += GENERATED_ID_BYTES
+  if (bytes < 0 || bytes > EXACT_ABOVE) bytes = sizeOf('document', doc)
   checkLimit('document', bytes) // estimated under 4 MiB, exact above: the document is the statement
   // a generated _id's target is computed only if ever needed; a caller's _id is checked now
   let target: string | null = null
@@ -192,13 +230,14 @@ export function buildInsert (doc: unknown, options: WriteOptions | undefined, pk
 
 export function buildUpdate (many: boolean, filter: unknown, update: unknown, options: UpdateOptions | undefined): WriteOp {
   const f = checkFilter(filter)
-  const u = checkUpdate(update)
+  const quick = quickUpdate(update)
+  const u = quick < 0 ? checkUpdate(update) : update as Document
   checkOptions(options, 'update')
   if (Array.isArray(u) && options?.arrayFilters !== undefined) {
     // the server refuses arrayFilters on a pipeline-style update
     throw new InvalidWriteError('arrayFilters cannot be used with an update pipeline')
   }
-  const bytes = sizeOf('filter', f) + sizeOf('update', u)
+  const bytes = filterSize(f) + (quick < 0 ? sizeOf('update', u) : quick)
   const body: WriteBody = { filter: f, update: u }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'update')
   const kind: Kind = many ? UPDATE_MANY : UPDATE_ONE
@@ -209,9 +248,10 @@ export function buildUpdate (many: boolean, filter: unknown, update: unknown, op
 export function buildReplace (filter: unknown, replacement: unknown, options: ReplaceOptions | undefined): WriteOp {
   const f = checkFilter(filter)
   if (!isDocument(replacement)) throw new InvalidWriteError(`replacement must be a plain object, got ${describe(replacement)}`)
-  checkNoOperators('replacement', replacement)
+  const quick = estimateSize(replacement, NO_OPERATOR_KEYS) // the key check and the size in one walk
+  if (quick < 0) checkNoOperators('replacement', replacement)
   checkOptions(options, 'replace')
-  const bytes = sizeOf('filter', f) + sizeOf('replacement', replacement)
+  const bytes = filterSize(f) + (quick < 0 ? sizeOf('replacement', replacement) : quick)
   const body: WriteBody = { filter: f, replacement }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'replace')
   checkStatement('replace statement (filter, replacement, options)', REPLACE_ONE, body, bytes + extra)
@@ -221,7 +261,7 @@ export function buildReplace (filter: unknown, replacement: unknown, options: Re
 export function buildDelete (many: boolean, filter: unknown, options: DeleteOptions | undefined): WriteOp {
   const f = checkFilter(filter)
   checkOptions(options, 'delete')
-  const bytes = sizeOf('filter', f)
+  const bytes = filterSize(f)
   const body: WriteBody = { filter: f }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'delete')
   const kind: Kind = many ? DELETE_MANY : DELETE_ONE

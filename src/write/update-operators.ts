@@ -35,44 +35,50 @@ function isInteger (v: unknown): boolean {
 /** Checks an operator-style update's operators and the operands the server types; throws InvalidWriteError naming the path. */
 export function checkUpdateOperators (update: Document): void {
   for (const op in update) {
-    if (!OPERATORS.has(op)) throw new InvalidWriteError(`unknown update operator ${JSON.stringify(op)} (MongoDB's are ${[...OPERATORS].join(', ')})`)
-    const fields = update[op] as Document
-    switch (op) {
-      case '$inc':
-      case '$mul':
-        for (const path in fields) {
-          if (!isNumeric(fields[path])) throw new InvalidWriteError(`${op} needs a number for ${JSON.stringify(path)}, got ${describe(fields[path])}`)
-        }
-        break
-      case '$pop':
-        for (const path in fields) {
-          if (fields[path] !== 1 && fields[path] !== -1) throw new InvalidWriteError(`$pop needs 1 or -1 for ${JSON.stringify(path)}, got ${describe(fields[path])}`)
-        }
-        break
-      case '$rename':
-        for (const path in fields) {
-          if (typeof fields[path] !== 'string') throw new InvalidWriteError(`$rename needs a string for ${JSON.stringify(path)}, got ${describe(fields[path])}`)
-        }
-        break
-      case '$currentDate':
-        for (const path in fields) {
-          const v: unknown = fields[path]
-          const type = (v as { $type?: unknown } | null)?.$type
-          if (v !== true && v !== false && type !== 'date' && type !== 'timestamp') {
-            throw new InvalidWriteError(`$currentDate needs true or { $type: 'date' | 'timestamp' } for ${JSON.stringify(path)}, got ${describe(v)}`)
-          }
-        }
-        break
-      case '$bit':
-        for (const path in fields) {
-          const spec: unknown = fields[path]
-          let ok = typeof spec === 'object' && spec !== null
-          for (const k in spec as Document) ok &&= BIT_OPS.has(k) && isInteger((spec as Document)[k])
-          if (!ok) throw new InvalidWriteError(`$bit needs { and | or | xor: integer } for ${JSON.stringify(path)}, got ${describe(spec)}`)
-        }
-        break
-    }
+    const problem = operatorProblem(op, update[op] as Document)
+    if (problem !== undefined) throw new InvalidWriteError(problem)
   }
+}
+
+/** What is wrong with one operator of an update and its fields (see checkUpdateOperators), or undefined. */
+export function operatorProblem (op: string, fields: Document): string | undefined {
+  if (!OPERATORS.has(op)) return `unknown update operator ${JSON.stringify(op)} (MongoDB's are ${[...OPERATORS].join(', ')})`
+  switch (op) {
+    case '$inc':
+    case '$mul':
+      for (const path in fields) {
+        if (!isNumeric(fields[path])) return `${op} needs a number for ${JSON.stringify(path)}, got ${describe(fields[path])}`
+      }
+      break
+    case '$pop':
+      for (const path in fields) {
+        if (fields[path] !== 1 && fields[path] !== -1) return `$pop needs 1 or -1 for ${JSON.stringify(path)}, got ${describe(fields[path])}`
+      }
+      break
+    case '$rename':
+      for (const path in fields) {
+        if (typeof fields[path] !== 'string') return `$rename needs a string for ${JSON.stringify(path)}, got ${describe(fields[path])}`
+      }
+      break
+    case '$currentDate':
+      for (const path in fields) {
+        const v: unknown = fields[path]
+        const type = (v as { $type?: unknown } | null)?.$type
+        if (v !== true && v !== false && type !== 'date' && type !== 'timestamp') {
+          return `$currentDate needs true or { $type: 'date' | 'timestamp' } for ${JSON.stringify(path)}, got ${describe(v)}`
+        }
+      }
+      break
+    case '$bit':
+      for (const path in fields) {
+        const spec: unknown = fields[path]
+        let ok = typeof spec === 'object' && spec !== null
+        for (const k in spec as Document) ok &&= BIT_OPS.has(k) && isInteger((spec as Document)[k])
+        if (!ok) return `$bit needs { and | or | xor: integer } for ${JSON.stringify(path)}, got ${describe(spec)}`
+      }
+      break
+  }
+  return undefined
 }
 
 /** Checks that each stage of a pipeline-style update is one MongoDB accepts there. */
