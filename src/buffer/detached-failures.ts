@@ -15,7 +15,7 @@ interface Unreported { info: WriteErrorInfo, first: Error, count: number }
  * server down) makes one log line, not a thousand. Without a logger, a process warning.
  */
 export class DetachedFailures {
-  readonly #pending = new Map<string, Unreported>()
+  readonly #unreported = new Map<string, Unreported>()
 
   constructor (readonly hook: Hook | undefined, readonly logger: Logger | undefined) {}
 
@@ -29,13 +29,13 @@ export class DetachedFailures {
     const code = (err as { code?: unknown }).code
     const outcome = (err as { outcome?: unknown }).outcome
     const key = `${info.collection}\0${info.kind}\0${String(code)}\0${String(outcome)}`
-    const seen = this.#pending.get(key)
+    const seen = this.#unreported.get(key)
     if (seen !== undefined) {
       seen.count++
       return
     }
-    if (this.#pending.size === 0) queueMicrotask(() => { this.#logPending() })
-    this.#pending.set(key, { info, first: err, count: 1 })
+    if (this.#unreported.size === 0) queueMicrotask(() => { this.#logUnreported() })
+    this.#unreported.set(key, { info, first: err, count: 1 })
   }
 
   #call (hook: Hook, err: Error, info: WriteErrorInfo): void {
@@ -47,9 +47,9 @@ export class DetachedFailures {
     }
   }
 
-  #logPending (): void {
-    for (const { info, first, count } of this.#pending.values()) this.#log('write buffer: detached writes failed', info, first, first, count)
-    this.#pending.clear()
+  #logUnreported (): void {
+    for (const { info, first, count } of this.#unreported.values()) this.#log('write buffer: detached writes failed', info, first, first, count)
+    this.#unreported.clear()
   }
 
   /** `failed`: the write's error (its code and outcome are logged); `cause`: what to describe. */

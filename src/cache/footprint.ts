@@ -6,7 +6,7 @@ import { keyOf, UNKNOWN, valueHash, valueKeys, wellFormed } from './value-keys.j
 
 /**
  * A write's footprint: what it may change, as far as cached answers are concerned. One shape
- * for a write queued here (built when it is queued), a write still pending (the same object),
+ * for a write queued here (built when it is queued), a write still unsettled (the same object),
  * and another instance's batch (bus-message.ts carries it, merged over the batch). One rule,
  * `affects(footprint, answer)`, says whether it may change a cached answer, a load in flight
  * or an answer a read is about to cache; patching a cached document is separate
@@ -14,7 +14,7 @@ import { keyOf, UNKNOWN, valueHash, valueKeys, wellFormed } from './value-keys.j
  *
  * Both sides also have index keys (`footprintKeys`, `answerKeys`) in one key space: a footprint
  * can affect an answer only if they share a key, so entries are indexed by their answer's keys
- * and pending writes by their footprint's, and each side finds the other's candidates without
+ * and unsettled writes by their footprint's, and each side finds the other's candidates without
  * visiting the rest.
  */
 export interface Footprint {
@@ -111,7 +111,7 @@ function createdId (filter: Filter, u: Document | Document[] | undefined, replac
 /**
  * The footprint of one write. `acknowledged`: the server answered it, and `upserted` is the
  * `_id` it upserted, if it did (then what it created is known); else the write is still
- * pending and an upsert may create a document of any `_id` its filter allows. Every string is
+ * unsettled and an upsert may create a document of any `_id` its filter allows. Every string is
  * taken as the driver encodes it (value-keys.ts#wellFormed).
  */
 export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unknown): Footprint {
@@ -247,7 +247,7 @@ export function footprintKeys (fp: Footprint): string[] {
 
 /**
  * The keys under which the cached entries a footprint may affect are listed: its own keys,
- * and the answers that do not show their `_id` when it changes documents by `_id` (pending
+ * and the answers that do not show their `_id` when it changes documents by `_id` (unsettled
  * writes are not listed under that key: a read of such an answer checks every noted write).
  */
 export function entryKeys (fp: Footprint, keys: readonly string[]): readonly string[] {

@@ -1,6 +1,6 @@
 /**
  * Items listed under string keys, per collection (footprint.ts's key space): the entry store
- * lists entries under their answers' keys, the pending writes list writes under their
+ * lists entries under their answers' keys, the noted writes list writes under their
  * footprints' keys. Adding, removing and looking up a key cost O(1); `under` costs O(items
  * found). A key with one item holds it directly (most keys: an `_id`, a value), a Set only
  * from the second on.

@@ -8,7 +8,7 @@ import { CacheBus, type BusStats } from './bus.js'
 import { EntryStore } from './entry-store.js'
 import type { Filter } from './filter-facts.js'
 import { affects, answerOf, emptyFootprint, footprintKeys, footprintOf, type Answer, type Footprint } from './footprint.js'
-import { PendingWrites, type ReadMark } from './pending-writes.js'
+import { NotedWrites, type ReadMark } from './noted-writes.js'
 import { cacheable, readKey, showsId } from './read-key.js'
 import { wellFormed } from './value-keys.js'
 import { WriteEffects } from './write-effects.js'
@@ -24,8 +24,8 @@ import { WriteEffects } from './write-effects.js'
  *
  * Read-your-writes, per process: a write through the buffer is applied to the cached answers
  * it may change when it is queued (write-effects.ts, by its footprint: footprint.ts); a miss
- * reads, then checks the writes noted around it that may affect its answer (pending-writes.ts,
- * indexed by footprint): those queued before it and still pending are waited for and the read
+ * reads, then checks the writes noted around it that may affect its answer (noted-writes.ts,
+ * indexed by footprint): those queued before it and still unsettled are waited for and the read
  * is made again; an answer that raced a write is returned but not cached. If a non-insert write then fails, the collection's entries are dropped (a patch
  * may show a write that did not happen). Other processes' writes are seen after at most ttlMs,
  * or, with the cache bus (bus.ts), when their batch's message arrives.
@@ -60,7 +60,7 @@ interface Flight {
   projected: boolean
   /** the answer's `_id` is its document's own (see showsId) */
   idKnown: boolean
-  /** where the read stands among the writes noted (pending-writes.ts) */
+  /** where the read stands among the writes noted (noted-writes.ts) */
   mark: ReadMark
   /** no write noted since the read was sent could change its answer: a joiner may take it */
   clean: boolean
@@ -81,7 +81,7 @@ export class ReadCache {
   readonly #options: ResolvedCacheOptions
   readonly #store: EntryStore
   readonly #effects: WriteEffects
-  readonly #pending = new PendingWrites()
+  readonly #noted = new NotedWrites()
   #sendNow: () => void = () => {}
   readonly #flights = new Map<string, Flight>()
   readonly #flightsByName = new Map<string, Set<Flight>>()
@@ -176,7 +176,7 @@ export class ReadCache {
     if (!cacheable(f, options)) {
       this.#stats.uncacheable++
       // read-your-writes still holds: the writes this read may depend on land first
-      await this.#pending.settled(this.#pending.all(name), this.#sendNow)
+      await this.#noted.settled(this.#noted.all(name), this.#sendNow)
       return collection.findOne(f, options)
     }
     const projection = options?.projection
@@ -218,20 +218,20 @@ export class ReadCache {
       let bytes: Uint8Array | null = null
       let answer: Answer
       for (let read = 0; ; read++) {
-        flight.mark = this.#pending.begin(flight)
+        flight.mark = this.#noted.begin(flight)
         // a read by _id waits for the writes queued to that document first (cheap and exact)
-        const before = this.#pending.toTarget(name, filter)
-        if (before.length > 0) await this.#pending.settled(before, this.#sendNow)
+        const before = this.#noted.toTarget(name, filter)
+        if (before.length > 0) await this.#noted.settled(before, this.#sendNow)
         flight.remote = []
         flight.busEpoch = this.#busEpoch
         flight.readAt = performance.now()
         bytes = await collection.findOne<Uint8Array>(filter, { ...options, raw: true })
         // writes queued before this read that may change its answer: wait for them, read again
         answer = answerOf(filter, exactDoc(bytes), flight.projected, flight.idKnown)
-        const check = this.#pending.check(name, answer, flight.mark)
+        const check = this.#noted.check(name, answer, flight.mark)
         flight.clean = !check.noted
         if (check.missed.length === 0 && !check.late) break
-        await this.#pending.settled(check.missed, this.#sendNow)
+        await this.#noted.settled(check.missed, this.#sendNow)
         if (read + 1 >= MAX_REREADS) {
           // still racing writes: answer from a read made after they all settled, uncached
           flight.clean = false
@@ -247,7 +247,7 @@ export class ReadCache {
       }
       return bytes
     } finally {
-      this.#pending.end(flight)
+      this.#noted.end(flight)
       if (this.#flights.get(flight.key) === flight) this.#flights.delete(flight.key)
       this.#flightsByName.get(name)?.delete(flight)
     }
@@ -264,13 +264,13 @@ export class ReadCache {
       fp.all = true
     }
     const keys = footprintKeys(fp)
-    this.#pending.add(name, op, fp, keys)
+    this.#noted.add(name, op, fp, keys)
     this.#effects.apply(name, op, fp, keys)
   }
 
   /** A write settled. A failed one (other than an insert) may have been patched into entries: drop them. */
   settleWrite (name: string, op: WriteOp, ok: boolean): void {
-    const caughtUp = this.#pending.settle(name, op)
+    const caughtUp = this.#noted.settle(name, op)
     if (caughtUp !== undefined) this.#effects.caughtUp(name, caughtUp)
     if (!ok && op.kind !== INSERT) this.#effects.invalidateAll(name)
   }

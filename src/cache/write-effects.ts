@@ -22,12 +22,12 @@ export class WriteEffects {
   invalidations = 0
   patches = 0
 
-  /** Per collection: entries patched by writes still pending here (ahead of the server). */
+  /** Per collection: entries patched by writes still unsettled here (ahead of the server). */
   readonly #patched = new Map<string, Set<Entry>>()
 
   constructor (readonly store: EntryStore) {}
 
-  /** No write to the document `idTarget` is pending any more: its entries show what the server has. */
+  /** No write to the document `idTarget` is unsettled any more: its entries show what the server has. */
   caughtUp (name: string, idTarget: string): void {
     const patched = this.#patched.get(name)
     if (patched !== undefined) for (const e of this.store.withId(name, idTarget)) patched.delete(e)
@@ -91,7 +91,7 @@ export class WriteEffects {
 
   /**
    * A write found by another field than `_id` is matched against the server's documents, not
-   * against entries patched by writes of ours still pending: those show values the server
+   * against entries patched by writes of ours still unsettled: those show values the server
    * may not have yet (and two writes of different targets have no order), so they go.
    */
   #dropPatched (name: string): void {

@@ -5,7 +5,7 @@ import { remoteFootprint, summarize, type RemoteWrite } from '../../src/cache/bu
 import { EntryStore } from '../../src/cache/entry-store.js'
 import { matches } from '../../src/cache/filter-facts.js'
 import { affects as footprintAffects, answerOf, footprintOf } from '../../src/cache/footprint.js'
-import { PendingWrites } from '../../src/cache/pending-writes.js'
+import { NotedWrites } from '../../src/cache/noted-writes.js'
 import { WriteEffects } from '../../src/cache/write-effects.js'
 import { buildDelete, buildReplace, buildUpdate } from '../../src/write/build-op.js'
 import type { WriteOp } from '../../src/write/write-op.js'
@@ -61,7 +61,7 @@ describe('entries patched ahead of the server by writes still pending here', () 
   // the cached { _id: 1 } read was patched by a queued $set email 'f'; the server still has 'e'
   const setup = () => {
     const store = storeOf([['one', { _id: 1 }, { _id: 1, email: 'e', name: 'old' }, false, true], ['two', { _id: 2 }, { _id: 2, email: 'z', name: 'b' }, false, true]])
-    const pending = new PendingWrites()
+    const pending = new NotedWrites()
     const effects = new WriteEffects(store)
     const own = buildUpdate(false, { _id: 1 }, { $set: { email: 'f' } }, undefined)
     pending.add('users', own)
@@ -91,7 +91,7 @@ describe('entries patched ahead of the server by writes still pending here', () 
 
 describe('a patch redoes the per-field index of the fields it changed only', () => {
   const write = (filter: Document, update: Document): WriteOp => buildUpdate(false, filter, update, undefined)
-  const settle = (store: EntryStore, pending: PendingWrites, effects: WriteEffects, op: WriteOp): void => {
+  const settle = (store: EntryStore, pending: NotedWrites, effects: WriteEffects, op: WriteOp): void => {
     pending.add('users', op)
     effects.apply('users', op)
     const caughtUp = pending.settle('users', op) // acknowledged: the entry is the server's again
@@ -104,7 +104,7 @@ describe('a patch redoes the per-field index of the fields it changed only', () 
     ] as const) {
       const store = storeOf([['one', { _id: 1 }, { _id: 1, email: 'a@x', n: 1 }, false, true]])
       const effects = new WriteEffects(store)
-      const pending = new PendingWrites()
+      const pending = new NotedWrites()
       settle(store, pending, effects, write({ _id: 1 }, update))
       expect(store.withField('users', ['email', 'a@x']).length, JSON.stringify(update)).toBe(oldFound ? 1 : 0)
       expect(store.withField('users', ['email', 'b@x']).length, JSON.stringify(update)).toBe(newFound ? 1 : 0)
@@ -194,7 +194,7 @@ describe('a write with a collation (its filter compares strings its own way; the
       expect(kept(store, keys)).toEqual([])
       expect(affects(op, { _id: 1, email: 'a@x', plan: 'free' }, { email: 'a@x' }, false)).toBe(true)
       expect(affects(op, { _id: 'a', plan: 'free' }, { _id: 'a' }, false)).toBe(true)
-      const pending = new PendingWrites()
+      const pending = new NotedWrites()
       pending.add('users', op)
       expect(pending.toTarget('users', { _id: 'a' })).toEqual([op])
       expect(pending.check('users', answerOf({ _id: 'a' }, { _id: 'a', plan: 'free' }, false), { startSeq: 1, settleMark: 0 }).missed).toEqual([op])

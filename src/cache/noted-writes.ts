@@ -4,7 +4,7 @@ import { INSERT, type WriteOp } from '../write/write-op.js'
 import { affects, answerKeys, docFieldKeys, documentKeys, footprintKeys, footprintOf, idKey, newIdKey, type Answer, type Footprint } from './footprint.js'
 import { KeyIndex } from './key-index.js'
 
-/** A write the cache has seen queued: pending, or settled and kept for the reads that ran meanwhile. */
+/** A write the cache has seen queued: unsettled, or settled and kept for the reads that ran meanwhile. */
 interface Noted {
   name: string
   /** order of queuing */
@@ -12,19 +12,19 @@ interface Noted {
   fp: Footprint
   /** its footprint's index keys */
   keys: readonly string[]
-  /** the document it is known to touch (caught up when none of its writes is pending) */
+  /** the document it is known to touch (caught up when none of its writes is unsettled) */
   target: string | undefined
-  /** -1 while pending; else the settle count when it settled */
+  /** -1 while unsettled; else the settle count when it settled */
   settled: number
 }
 
 /** What the writes noted around one read say about its answer. */
 export interface ReadCheck {
-  /** queued before the read was sent and still pending, and may change its answer: wait, read again */
+  /** queued before the read was sent and still unsettled, and may change its answer: wait, read again */
   missed: WriteOp[]
   /** queued before the read was sent, settled while it ran, may change it: the answer may or may not show it */
   late: boolean
-  /** queued after the read was sent (pending or not), may change it: the answer is not cached */
+  /** queued after the read was sent (unsettled or not), may change it: the answer is not cached */
   noted: boolean
 }
 
@@ -36,11 +36,11 @@ const NONE: readonly WriteOp[] = []
 /**
  * The writes the cache has seen queued, indexed by their footprint's keys (footprint.ts), so
  * that a read checks only the writes that may affect its answer: O(those), never O(all
- * pending). A settled write stays listed while a read that ran when it settled is still
+ * unsettled). A settled write stays listed while a read that ran when it settled is still
  * running (that read may or may not show it), then goes; reads are kept in the order they
  * started, so the oldest one says what may go.
  */
-export class PendingWrites {
+export class NotedWrites {
   /** sequence number of the next write */
   seq = 0
   #settles = 0
@@ -61,7 +61,7 @@ export class PendingWrites {
     this.#index.list(name, op, keys)
   }
 
-  /** Returns the `_id` target of the write's document when no other write to it is pending any more. */
+  /** Returns the `_id` target of the write's document when no other write to it is unsettled any more. */
   settle (name: string, op: WriteOp): string | undefined {
     const n = this.#noted.get(op)
     let caughtUp: string | undefined
@@ -79,24 +79,24 @@ export class PendingWrites {
     return caughtUp
   }
 
-  /** Every pending write of a collection (O(writes noted): for a read the cache does not key, which waits for them all). */
+  /** Every unsettled write of a collection (O(writes noted): for a read the cache does not key, which waits for them all). */
   all (name: string): readonly WriteOp[] {
     const out: WriteOp[] = []
     for (const [op, n] of this.#noted) if (n.name === name && n.settled === -1) out.push(op)
     return out
   }
 
-  /** Whether a write known to touch the document `target` is still pending. */
+  /** Whether a write known to touch the document `target` is still unsettled. */
   #touched (name: string, target: string): boolean {
-    const pending = (op: WriteOp): boolean => {
+    const unsettled = (op: WriteOp): boolean => {
       const n = this.#noted.get(op) as Noted
       return n.settled === -1 && n.target === target
     }
-    return this.#index.some(name, idKey(target), pending) || this.#index.some(name, newIdKey(target), pending)
+    return this.#index.some(name, idKey(target), unsettled) || this.#index.some(name, newIdKey(target), unsettled)
   }
 
   /**
-   * For a read by one `_id`, before it is sent: the pending writes that may change or create
+   * For a read by one `_id`, before it is sent: the unsettled writes that may change or create
    * that document, or touch any (the writes by another field are judged once its answer is
    * known: check()).
    */
