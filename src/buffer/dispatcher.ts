@@ -298,10 +298,12 @@ export class Dispatcher implements QueueListener {
   /** The wake-up, at the earliest of the policy's linger and the linger end of a write left queued; none when nothing waits. */
   #rearm (): void {
     let end = this.#lingerMsAt
-    for (const queue of this.#lingering) {
-      const e = queue.size > 0 ? queue.lingerEnd : 0
-      if (e === 0) this.#lingering.delete(queue)
-      else if (end === 0 || e < end) end = e
+    if (this.#lingering.size > 0) {
+      for (const queue of this.#lingering) {
+        const e = queue.size > 0 ? queue.lingerEnd : 0
+        if (e === 0) this.#lingering.delete(queue)
+        else if (end === 0 || e < end) end = e
+      }
     }
     // nothing lingers any more (sent, flushed): a ref'd timer must not keep the process alive
     if (end !== this.#wake.at) this.#wake.set(end)
