@@ -1,4 +1,5 @@
 import type { Context, Link, Span, SpanContext, Tracer, TracerProvider } from '@opentelemetry/api'
+import type { AnyBulkWriteOperation, BulkWriteOptions, BulkWriteResult, Collection } from 'mongodb'
 import { loadOpenTelemetryApi } from './opentelemetry-api.cjs'
 
 /**
@@ -13,7 +14,10 @@ import { loadOpenTelemetryApi } from './opentelemetry-api.cjs'
  * retry is a new bulkWrite: its span is a child of the failed attempt's span.
  *
  * Capturing the active span costs a context lookup per write, so it is done only while spans
- * are really recorded (an SDK is registered): the last span created says so.
+ * are really recorded (an SDK is registered): the last span created says so. Likewise a batch
+ * starts no span at all while the global provider still has no SDK behind it (its proxy has no
+ * delegate tracer): the noop span it would get has an invalid context, links nothing, and
+ * cost an attribute object, a links array and a context per batch.
  */
 
 export const MAX_LINKS = 128
@@ -29,9 +33,14 @@ export interface BatchSpan {
   context: SpanContext
 }
 
+/** The API's proxy provider (the global one): it knows whether an SDK is behind it yet. */
+interface Delegator { getDelegateTracer: (name: string, version?: string) => Tracer | undefined }
+
 export class Tracing {
   #api: Api | undefined
   #tracer: Tracer | undefined
+  /** the provider, when it is the API's proxy: asked whether an SDK is registered while nothing records */
+  #proxy: Delegator | undefined
   /** whether spans are recorded: then writes capture their active span */
   #recording = true
 
@@ -39,8 +48,10 @@ export class Tracing {
     const api = loadOpenTelemetryApi()
     if (api === undefined) return // not installed: no tracing
     try {
-      this.#tracer = (provider ?? api.trace.getTracerProvider()).getTracer(TRACER_NAME, VERSION)
+      const from = provider ?? api.trace.getTracerProvider()
+      this.#tracer = from.getTracer(TRACER_NAME, VERSION)
       this.#api = api
+      if (typeof (from as Partial<Delegator>).getDelegateTracer === 'function') this.#proxy = from as unknown as Delegator
     } catch { /* a provider that throws: no tracing, rather than a crash */ }
   }
 
@@ -55,6 +66,14 @@ export class Tracing {
     return span === undefined ? undefined : span.spanContext()
   }
 
+  /**
+   * Whether a batch would get nothing but a noop span: nothing recorded so far and no SDK behind
+   * the global provider yet (read per batch: one registered later is used from its next batch).
+   */
+  get idle (): boolean {
+    return !this.#recording && this.#proxy !== undefined && this.#proxy.getDelegateTracer(TRACER_NAME, VERSION) === undefined
+  }
+
   /** Starts the span of one bulkWrite; undefined when not tracing. Never throws (a tracer that does means no span). */
   start (collection: string, ops: number, links: ReadonlyArray<SpanContext | undefined>, parent: SpanContext | undefined, attempt: number): BatchSpan | undefined {
     try {
@@ -64,17 +83,24 @@ export class Tracing {
     }
   }
 
-  /** Runs `send` (the bulkWrite) with the batch's span active, so the driver's own spans nest under it. */
-  within<T> (batchSpan: BatchSpan | undefined, send: () => T): T {
+  /**
+   * Sends the bulkWrite with the batch's span active, so the driver's own spans nest under it;
+   * without a span, in the root context all the same (a batch belongs to no one). Nothing is
+   * allocated for it when there is no context to switch.
+   */
+  bulkWrite (batchSpan: BatchSpan | undefined, collection: Collection, models: AnyBulkWriteOperation[], options: BulkWriteOptions): Promise<BulkWriteResult> {
     const api = this.#api
-    if (batchSpan === undefined || api === undefined) return send()
-    return api.context.with(api.trace.setSpan(api.ROOT_CONTEXT, batchSpan.span), send)
+    if (api === undefined) return collection.bulkWrite(models, options)
+    if (batchSpan === undefined) {
+      return api.context.active() === api.ROOT_CONTEXT ? collection.bulkWrite(models, options) : api.context.with(api.ROOT_CONTEXT, send, undefined, collection, models, options)
+    }
+    return api.context.with(api.trace.setSpan(api.ROOT_CONTEXT, batchSpan.span), send, undefined, collection, models, options)
   }
 
   #start (collection: string, ops: number, links: ReadonlyArray<SpanContext | undefined>, parent: SpanContext | undefined, attempt: number): BatchSpan | undefined {
     const api = this.#api
     const tracer = this.#tracer
-    if (api === undefined || tracer === undefined) return undefined
+    if (api === undefined || tracer === undefined || this.idle) return undefined
     const spanLinks: Link[] = []
     let dropped = 0
     for (const context of links) {
@@ -118,6 +144,10 @@ export class Tracing {
     }
     batchSpan.span.end()
   }
+}
+
+function send (collection: Collection, models: AnyBulkWriteOperation[], options: BulkWriteOptions): Promise<BulkWriteResult> {
+  return collection.bulkWrite(models, options)
 }
 
 /** `error.type`: the server's or driver's code when there is one, else the error's name. */

@@ -14,7 +14,7 @@ import type { LatencySummary } from './buffer/latency.js'
 import { Tracing } from './tracing.js'
 import type { TracerProvider } from '@opentelemetry/api'
 import { ReadCache } from './cache/read-cache.js'
-import { BufferedCollection, type AnyDocument, type CollectionOptions } from './collection.js'
+import { BufferedCollection, type AnyDocument, type CollectionOptions, type WritePort } from './collection.js'
 import { ErrorCodes, InvalidOptionError, WriteBufferError } from './errors.js'
 import { DriverRetries } from './mongo/topology.js'
 import { ServerIdentity } from './mongo/server-identity.js'
@@ -72,6 +72,11 @@ export class WriteBuffer {
   readonly #tracing: Tracing
   #closed = false
   #closing: Promise<void> | null = null
+  /** what every handle submits through (with its queue): no closures per collection */
+  readonly #port: WritePort = {
+    submit: (queue, op, options) => this.#submit(queue, op, options),
+    submitDetached: (queue, op, options) => { this.#submitDetached(queue, op, options) },
+  }
 
   constructor (db: Db, options?: WriteBufferOptions) {
     const given: unknown = db
@@ -135,8 +140,7 @@ export class WriteBuffer {
     if (typeof ordered !== 'boolean') throw new InvalidOptionError(`ordered must be a boolean, got ${String(ordered)}`)
     const queue = new CollectionQueue(name, this.db.collection(name), ordered, this.#options.coalesce, this.#dispatcher)
     this.#dispatcher.add(queue)
-    const handle = new BufferedCollection(queue.collection, ordered, (op, opts) => this.#submit(queue, op, opts),
-      (op, opts) => { this.#submitDetached(queue, op, opts) }, this.cache, this.db.options?.pkFactory)
+    const handle = new BufferedCollection(queue.collection, ordered, this.#port, queue, this.cache, this.db.options?.pkFactory)
     this.#handles.set(name, handle)
     return handle as unknown as BufferedCollection<TSchema>
   }

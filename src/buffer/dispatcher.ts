@@ -1,6 +1,6 @@
 import { AsyncResource } from 'node:async_hooks'
 import type { WriteOp } from '../write/write-op.js'
-import type { Batch, BatchLimits, QueueListener } from './batch.js'
+import type { Batch, BatchLimits, QueueListener, TakeMoment } from './batch.js'
 import type { CollectionQueue } from './collection-queue.js'
 import { Ring } from './ring.js'
 import { WakeTimer } from './wake-timer.js'
@@ -90,6 +90,10 @@ export class Dispatcher implements QueueListener {
   #limits: BatchLimits
   /** bulkWrites sent (stats) */
   sent = 0
+  /** the moment of the current pump, handed to each take (one object, refilled per pump) */
+  readonly #at: TakeMoment = { now: 0, flushing: false }
+  /** writes found past their deadline by the current pump's takes (replaced only when used) */
+  #expired: WriteOp[] = []
   // Bound to the async context of the buffer's construction: a send belongs to no caller.
   // Timers, immediates and microtasks otherwise carry the AsyncLocalStorage of whoever armed
   // them, and every bulkWrite, driver event and log line of a batch would be attributed to
@@ -244,9 +248,11 @@ export class Dispatcher implements QueueListener {
   #pump (): void {
     const { maxInFlight } = this.options
     const limits = this.#currentLimits()
-    const expired: WriteOp[] = []
+    const expired = this.#expired
     const flushing = this.#flushing()
-    const at = { now: Date.now(), flushing }
+    const at = this.#at
+    at.now = Date.now()
+    at.flushing = flushing
     // due is consumed here: a batch returning meanwhile (or a backoff ending) sets it anew
     const due = this.#due || flushing
     this.#due = false
@@ -283,16 +289,21 @@ export class Dispatcher implements QueueListener {
     if (left && due && this.#inFlight >= maxInFlight) this.#due = true
     if (!left) this.#kicked = false
     this.#rearm()
-    for (const op of expired) this.hooks.timedOut(op)
+    if (expired.length > 0) {
+      this.#expired = []
+      for (const op of expired) this.hooks.timedOut(op)
+    }
   }
 
   /** The wake-up, at the earliest of the policy's linger and the linger end of a write left queued; none when nothing waits. */
   #rearm (): void {
     let end = this.#lingerMsAt
-    for (const queue of this.#lingering) {
-      const e = queue.size > 0 ? queue.lingerEnd : 0
-      if (e === 0) this.#lingering.delete(queue)
-      else if (end === 0 || e < end) end = e
+    if (this.#lingering.size > 0) {
+      for (const queue of this.#lingering) {
+        const e = queue.size > 0 ? queue.lingerEnd : 0
+        if (e === 0) this.#lingering.delete(queue)
+        else if (end === 0 || e < end) end = e
+      }
     }
     // nothing lingers any more (sent, flushed): a ref'd timer must not keep the process alive
     if (end !== this.#wake.at) this.#wake.set(end)

@@ -21,8 +21,8 @@ export class Latency {
   #previous: RecordableHistogram = createHistogram()
   #windowStart = performance.now()
 
-  record (ms: number): void {
-    const now = performance.now()
+  /** `now`: performance.now(), when the caller has just read it (one clock read per batch less) */
+  record (ms: number, now = performance.now()): void {
     const elapsed = now - this.#windowStart
     if (elapsed >= WINDOW_MS) {
       // the current window becomes the previous one, unless it is already too old to show

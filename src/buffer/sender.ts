@@ -6,7 +6,7 @@ import { isClientSideSendError } from '../write/send-check.js'
 import type { DriverRetries } from '../mongo/topology.js'
 import type { Logger } from '../options.js'
 import { batchChannel, publishBatch } from '../telemetry.js'
-import type { Tracing } from '../tracing.js'
+import type { BatchSpan, Tracing } from '../tracing.js'
 import { IN_FLIGHT, SETTLED, type TraceLink, type WriteOp, type WriteResult } from '../write/write-op.js'
 import { isolate, IsolationOutcome, partlyRefused, splittable, wholeRefusal } from './isolate.js'
 import { Batch } from './batch.js'
@@ -80,35 +80,40 @@ export class Sender {
     const queue = batch.queue
     const models = batch.send()
     const started = performance.now()
-    this.queueWait.record(started - batch.queuedAt)
+    this.queueWait.record(started - batch.queuedAt, started)
     const span = this.tracing.start(queue.name, batch.size, batch.linked ? batch.links() : NO_LINKS, batch.retryOf, batch.attempt)
-    let answeredOnce = false
-    // the round trip ends when the driver answers (not after a follow-up read of ours)
-    const answered = (err: unknown): void => {
-      if (answeredOnce) return
-      answeredOnce = true
-      this.roundTrip.record(performance.now() - started)
-      this.tracing.end(span, err)
-      if (batchChannel.hasSubscribers) publishBatch(queue.name, batch.size, started, err)
-    }
-    let sent: Promise<BulkWriteResult>
+    let sent: Promise<BulkWriteResult> | BulkWriteResult
     try {
       const options = queue.ordered ? this.#ordered : this.#unordered
-      sent = Promise.resolve(this.tracing.within(span, () => queue.collection.bulkWrite(models, options)))
+      sent = this.tracing.bulkWrite(span, queue.collection, models, options)
     } catch (err) {
       sent = Promise.reject(err) // a driver that throws instead of rejecting must not strand the batch
     }
-    sent.then(
-      result => {
-        answered(undefined)
-        this.#acknowledged(batch, result)
-      },
-      async (err: unknown) => {
-        answered(err)
-        await this.#failed(batch, err, span?.context)
-      }
-    ).catch((bug: unknown) => {
-      answered(bug)
+    // eslint-disable-next-line no-void -- it never rejects: #answer catches whatever happens
+    void this.#answer(batch, sent, started, span)
+  }
+
+  /**
+   * Waits for the driver's answer and routes it; never rejects. One async function per batch
+   * instead of a promise chain (then + catch, three closures): the answer is handled a
+   * microtask after the driver's promise settles either way, as a `then` would.
+   */
+  async #answer (batch: Batch, sent: Promise<BulkWriteResult> | BulkWriteResult, started: number, span: BatchSpan | undefined): Promise<void> {
+    let result: BulkWriteResult | undefined
+    let failure: unknown
+    let failed = false
+    try {
+      result = await sent
+    } catch (err) {
+      failed = true
+      failure = err
+    }
+    try {
+      // the round trip ends when the driver answers (not after a follow-up read of ours)
+      this.#answered(batch, started, span, failure)
+      if (failed) await this.#failed(batch, failure, span?.context)
+      else this.#acknowledged(batch, result)
+    } catch (bug) {
       // a bug in result handling must not strand the batch: settle whoever is left
       for (const op of batch.ops) {
         if (op.state === IN_FLIGHT) {
@@ -116,7 +121,15 @@ export class Sender {
         }
       }
       this.#return(batch)
-    })
+    }
+  }
+
+  /** Once per attempt, when the driver answered: its round trip, span and telemetry. */
+  #answered (batch: Batch, started: number, span: BatchSpan | undefined, err: unknown): void {
+    const now = performance.now()
+    this.roundTrip.record(now - started, now)
+    this.tracing.end(span, err)
+    if (batchChannel.hasSubscribers) publishBatch(batch.queue.name, batch.size, started, err)
   }
 
   #return (batch: Batch): void {

@@ -55,6 +55,8 @@ export class DriverRetries {
   readonly #client: ClientView | undefined
   readonly #state: ClientState
   readonly #retryWrites: boolean
+  /** the servers map last read (see #refresh) */
+  #seen: Map<string, ServerView> | undefined
 
   constructor (db: Db) {
     const client = this.#client = (db as unknown as { client?: ClientView }).client
@@ -89,8 +91,15 @@ export class DriverRetries {
     return this.#state.known !== undefined
   }
 
+  /**
+   * Reads the client's servers. The driver replaces its topology description (and the map in
+   * it) on every change, so a map already read has nothing new: asked once per pump, this
+   * costs a comparison, not a walk over the servers.
+   */
   #refresh (): void {
     const servers = this.#client?.topology?.description?.servers
-    if (servers !== undefined) for (const server of servers.values()) learn(this.#state, server)
+    if (servers === undefined || servers === this.#seen) return
+    this.#seen = servers
+    for (const server of servers.values()) learn(this.#state, server)
   }
 }

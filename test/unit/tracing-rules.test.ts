@@ -103,4 +103,30 @@ describe('tracing rules', () => {
     expect(wb.stats()).toMatchObject({ pending: 0, inFlight: 0 })
     await Promise.all([wb.close(), bad.close()])
   })
+
+  it('the global provider: no SDK behind it, no span; an SDK registered later traces the next batches and links their writes', async () => {
+    const { provider, spans, tracer } = traced()
+    const { db, activeInside } = fakeDb()
+    const wb = new WriteBuffer(db) // no tracerProvider: the API's global (proxy) provider, no SDK yet
+    const c = wb.collection('c')
+    try {
+      await c.insertOne({ before: 1 })
+      await c.insertOne({ before: 2 })
+      // no valid span active in those bulkWrites (at most the noop tracer's, whose ids are all zeros)
+      expect(activeInside.filter(id => id !== undefined && !/^0+$/.test(id))).toEqual([])
+      trace.setGlobalTracerProvider(provider)
+      await c.insertOne({ after: 1 }) // the first batch since: spans are recorded again
+      await tracer.startActiveSpan('request', async span => {
+        await Promise.all([c.insertOne({ after: 2 }), c.insertOne({ after: 3 })])
+        span.end()
+      })
+      const recorded = spans()
+      expect(recorded).toHaveLength(2)
+      expect(recorded[1]?.links).toHaveLength(2)
+      expect(activeInside.at(-1)).toBe(recorded[1]?.spanContext().spanId)
+    } finally {
+      trace.disable()
+      await wb.close()
+    }
+  })
 })
