@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, chownSync, openSync, closeSync } from 'node:fs'
-import { homedir } from 'node:os'
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, chownSync, openSync, closeSync, writeFileSync } from 'node:fs'
+import { homedir, tmpdir } from 'node:os'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -41,14 +41,57 @@ async function portFree (port: number): Promise<boolean> {
   })
 }
 
-/** The first port in [from, to] with nothing listening on it (and not handed out already here). */
-const handedOut = new Set<number>()
+/**
+ * Ports are claimed across processes, not only checked: two suites running at once on one
+ * machine (two checkouts, a developer's run beside CI's) would otherwise both find a port free
+ * and start two clusters on it, one removing the other's data folder. A claim is a file named
+ * after the port holding the claiming pid, made with O_EXCL; a claim whose process is gone is
+ * taken over. Released by stop().
+ */
+const CLAIMS_DIR = join(tmpdir(), 'fwb-port-claims')
+
+function alive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+function claim (port: number): boolean {
+  mkdirSync(CLAIMS_DIR, { recursive: true })
+  const file = join(CLAIMS_DIR, String(port))
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' })
+      return true
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+    }
+    let owner = NaN
+    try { owner = Number(readFileSync(file, 'utf8')) } catch { /* released meanwhile */ }
+    if (Number.isInteger(owner) && owner > 0 && alive(owner)) return false // ours (handed out) or another live process's
+    rmSync(file, { force: true }) // stale: its process is gone
+  }
+  return false
+}
+
+function unclaim (port: number): void {
+  const file = join(CLAIMS_DIR, String(port))
+  try {
+    if (Number(readFileSync(file, 'utf8')) === process.pid) rmSync(file, { force: true })
+  } catch {
+    // not claimed
+  }
+}
+
+/** The first port in [from, to] that this process could claim and nothing listens on. */
 export async function portIn (from: number, to: number): Promise<number> {
   for (let p = from; p <= to; p++) {
-    if (handedOut.has(p)) continue
-    handedOut.add(p) // before the await: two servers started at once get different ports
+    if (!claim(p)) continue // claimed before the await: two servers started at once get different ports
     if (await portFree(p)) return p
-    handedOut.delete(p)
+    unclaim(p)
   }
   throw new Error(`no free port in ${from}-${to}`)
 }
@@ -83,6 +126,7 @@ export class PrivateServer {
     if (unavailable !== undefined) throw new Error(unavailable)
     const ferretPort = await portIn(...o.ferretPorts)
     const pgPort = await portIn(...o.pgPorts)
+    // the PostgreSQL port is claimed by this process: so is the folder named after it
     const stateDir = o.stateDir ?? `/var/tmp/fwb-private-${pgPort}`
     const server = new PrivateServer(ferretPort, pgPort, stateDir, o.durable === true)
     try {
@@ -202,5 +246,7 @@ export class PrivateServer {
       }
     }
     rmSync(this.stateDir, { recursive: true, force: true })
+    unclaim(this.ferretPort)
+    unclaim(this.pgPort)
   }
 }
