@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import type { Db } from 'mongodb'
 import { WriteBuffer, type WriteBufferOptions } from '../../src/index.js'
 
@@ -98,16 +98,35 @@ describe('lingering writes: the rules around them', () => {
   })
 
   it('once nothing lingers, no linger timer keeps the process alive', async () => {
-    const { db } = fakeDb()
-    const before = liveTimers()
-    const wb = new WriteBuffer(db)
-    const write = wb.collection('c').updateOne({ _id: 1 }, { $set: { a: 1 } }, { lingerMs: 60_000 })
-    await sleep(5)
-    expect(liveTimers()).toBe(before + 1) // lingering: a process awaiting it must not exit
-    await wb.flush()
-    await write
-    expect(liveTimers()).toBe(before)
-    await wb.close()
+    // the timers of a minute the buffer arms, watched through the globals it calls (counting
+    // every timer of the process counted other tests' timers too: it failed once under load)
+    const long = new Set<NodeJS.Timeout>()
+    const realSet = globalThis.setTimeout
+    const realClear = globalThis.clearTimeout
+    const set = vi.spyOn(globalThis, 'setTimeout').mockImplementation(((fn: () => void, ms?: number) => {
+      const t = realSet(fn, ms)
+      if ((ms ?? 0) >= 50_000) long.add(t)
+      return t
+    }) as unknown as typeof setTimeout)
+    const clear = vi.spyOn(globalThis, 'clearTimeout').mockImplementation((t?: NodeJS.Timeout | string | number) => {
+      long.delete(t as NodeJS.Timeout)
+      realClear(t)
+    })
+    const keepingAlive = (): number => [...long].filter(t => t.hasRef()).length
+    try {
+      const { db } = fakeDb()
+      const wb = new WriteBuffer(db)
+      const write = wb.collection('c').updateOne({ _id: 1 }, { $set: { a: 1 } }, { lingerMs: 60_000 })
+      await sleep(5)
+      expect(keepingAlive()).toBe(1) // lingering: a process awaiting it must not exit
+      await wb.flush()
+      await write
+      expect(keepingAlive()).toBe(0)
+      await wb.close()
+    } finally {
+      set.mockRestore()
+      clear.mockRestore()
+    }
   })
 })
 
