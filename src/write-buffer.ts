@@ -34,6 +34,8 @@ export interface WriteBufferStats {
   /** bulkWrite commands sent */
   batches: number
   /** writes acknowledged by the server */
+  acknowledgedOps: number
+  /** @deprecated the same count as `acknowledgedOps` (its former name), kept until 1.0 */
   flushedOps: number
   /** writes rejected after reaching the buffer (server refusals, failed batches, timeouts, aborts) */
   failedOps: number
@@ -112,7 +114,7 @@ export class WriteBuffer {
         send: batch => { sender.send(batch) },
         timedOut,
         internalError: err => { o.logger?.error({ err }, 'write buffer: internal error while building a batch') },
-        flushWaiting: () => this.#flushes.waiting,
+        flushWaiting: () => this.#flushes.awaited,
         serverMaxCount: () => driverRetries.maxWriteBatchSize(),
       })
     this.#deadlines = new Deadlines(o.writeTimeoutMs, {
@@ -155,6 +157,8 @@ export class WriteBuffer {
       waiting: this.#admission.waiting,
       inFlight: this.#dispatcher.inFlight,
       batches: this.#dispatcher.sent,
+      acknowledgedOps: this.#settler.acknowledged,
+      // eslint-disable-next-line @typescript-eslint/no-deprecated -- the deprecated alias is still filled in
       flushedOps: this.#settler.acknowledged,
       failedOps: this.#settler.failed,
       coalescedOps,

@@ -25,6 +25,7 @@ describe('batching', () => {
     const sent = (commands.counts.insert ?? 0) - before
     expect(sent).toBeLessThanOrEqual(4)
     expect(wb.stats()).toMatchObject({ pending: 0, inFlight: 0, flushedOps: 2000, failedOps: 0 })
+    expect(wb.stats().acknowledgedOps).toBe(2000) // flushedOps: its deprecated alias
     expect(wb.stats().batches).toBe(sent)
     await wb.close()
   })

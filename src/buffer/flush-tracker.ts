@@ -18,7 +18,8 @@ export class FlushTracker {
 
   get unsettled (): number { return this.#unsettled }
   /** whether a flush() still waits */
-  get waiting (): boolean { return this.#waiters.length > 0 }
+  /** a flush() is waiting for writes to settle */
+  get awaited (): boolean { return this.#waiters.length > 0 }
 
   /** A write was submitted: returns the epoch to hand back to `settle`. */
   open (): number {

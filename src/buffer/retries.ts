@@ -22,7 +22,8 @@ export interface Fence { until: number, proof: Promise<number> | undefined, wind
  * While a batch waits, a later write to one of its targets waits behind it.
  */
 export class Retries {
-  readonly #waiting = new Set<Batch>()
+  /** batches out between a failure and their resend: backing off, or fenced until the attempt can no longer apply */
+  readonly #backingOff = new Set<Batch>()
   /** batches scheduled to be sent again (stats) */
   scheduled = 0
   /** the buffer is closed: nothing can queue behind a wait any more, so none keeps the process alive */
@@ -53,7 +54,7 @@ export class Retries {
 
   #hold (batch: Batch, until: number, fence: Fence | undefined): void {
     batch.queue.holdForRetry(batch)
-    this.#waiting.add(batch)
+    this.#backingOff.add(batch)
     if (fence?.proof === undefined) {
       this.#arm(batch, until)
       return
@@ -64,9 +65,9 @@ export class Retries {
     this.#watchDeadlines(batch)
     fence.proof.then(answeredAt => {
       // close() may have taken the batch back meanwhile
-      if (this.#waiting.has(batch) && batch.retryTimer === null) this.#arm(batch, Math.max(until, answeredAt + windowMs))
+      if (this.#backingOff.has(batch) && batch.retryTimer === null) this.#arm(batch, Math.max(until, answeredAt + windowMs))
     }, () => {
-      if (this.#waiting.has(batch) && batch.retryTimer === null) this.#arm(batch, until)
+      if (this.#backingOff.has(batch) && batch.retryTimer === null) this.#arm(batch, until)
     })
   }
 
@@ -77,7 +78,7 @@ export class Retries {
     }
     if (earliest === 0) return
     const timer = setTimeout(() => {
-      if (!this.#waiting.has(batch) || batch.retryTimer !== null) return // released, or its wait is timed now
+      if (!this.#backingOff.has(batch) || batch.retryTimer !== null) return // released, or its wait is timed now
       const now = Date.now()
       for (const op of batch.ops) if (op.state === IN_FLIGHT && op.deadline > 0 && op.deadline <= now) this.timedOut(op)
       this.#watchDeadlines(batch)
@@ -87,7 +88,7 @@ export class Retries {
 
   #arm (batch: Batch, until: number): void {
     batch.retryTimer = setTimeout(() => {
-      this.#waiting.delete(batch)
+      this.#backingOff.delete(batch)
       batch.retryTimer = null
       batch.queue.endRetryWait(batch) // puts back only the writes still to be sent
       this.ready()
@@ -98,18 +99,18 @@ export class Retries {
   /** close() is done: the fences left (and any made later) no longer keep the process alive. */
   stop (): void {
     this.#stopped = true
-    for (const batch of this.#waiting) batch.retryTimer?.unref()
+    for (const batch of this.#backingOff) batch.retryTimer?.unref()
   }
 
   /** Stops every wait and hands back the batches that were waiting (close). */
   removeAll (): Batch[] {
-    const batches = [...this.#waiting]
+    const batches = [...this.#backingOff]
     for (const batch of batches) {
       if (batch.retryTimer !== null) clearTimeout(batch.retryTimer)
       batch.retryTimer = null
       batch.queue.abandonWait(batch)
     }
-    this.#waiting.clear()
+    this.#backingOff.clear()
     return batches
   }
 }

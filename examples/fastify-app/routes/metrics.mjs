@@ -27,7 +27,7 @@ export default async function metricsRoute (app) {
     })
   }
   counter('fwb_bulk_writes_total', 'bulkWrite commands sent', s => s.batches)
-  counter('fwb_acknowledged_writes_total', 'Writes acknowledged by the server', s => s.flushedOps)
+  counter('fwb_acknowledged_writes_total', 'Writes acknowledged by the server', s => s.acknowledgedOps)
   counter('fwb_failed_writes_total', 'Writes rejected after reaching the buffer', s => s.failedOps)
   counter('fwb_coalesced_writes_total', 'Writes coalesced into an earlier write of the same document', s => s.coalescedOps)
   counter('fwb_retried_batches_total', 'Batches sent again after a transient failure', s => s.retries)
