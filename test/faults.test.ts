@@ -55,7 +55,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     db = client.db(directDb.databaseName)
   })
   afterAll(async () => {
-    console.log('fault suite report\n' + JSON.stringify(report, null, 1))
+    console.log('fault suite report\n' + JSON.stringify({ ...report, proxyUpstreamErrors: proxy?.upstreamErrors }, null, 1))
     await client?.close()
     await proxy?.close()
     await direct?.close()

@@ -29,6 +29,8 @@ export class FaultProxy {
   cuts = 0
   /** commands (or replies) held so far */
   held = 0
+  /** errors of connections to the server, by code (a diagnosis when a test fails: not asserted) */
+  readonly upstreamErrors: Record<string, number> = {}
 
   private constructor (readonly targetHost: string, readonly targetPort: number) {
     this.#server = net.createServer(client => { this.#accept(client) })
@@ -70,7 +72,12 @@ export class FaultProxy {
       else setTimeout(() => { upstream.destroy() }, held.requestsUntil - Date.now() + LINGER_AFTER_HELD_MS).unref()
     }
     client.on('error', close).on('close', close)
-    upstream.on('error', close).on('close', () => {
+    upstream.on('error', err => {
+      // why the proxy could not reach the server (ECONNREFUSED, EADDRNOTAVAIL…): printed by the fault suite's report
+      const code = (err as NodeJS.ErrnoException).code ?? err.name
+      this.upstreamErrors[code] = (this.upstreamErrors[code] ?? 0) + 1
+      close()
+    }).on('close', () => {
       this.#pairs.delete(pair)
       client.destroy()
     })
