@@ -135,10 +135,16 @@ export function select (list: ListWindow, targets: Targets, limits: Limits, at: 
       // strict submission order: a run of one command from the head
       if (command !== -1 && c !== command) break
     } else {
+      if (blocked?.has(target) === true) {
+        // an earlier write of its target stays in the list: so does it, held or not (parked,
+        // it would go back to the list's head when its holder returns: before that write)
+        ;(out.kept ??= []).push(op)
+        continue
+      }
       const holder = targets.holder(target)
       if (holder !== undefined) {
         // coalesced into the write of this batch holding its target, unless writes parked there go first
-        if (coalesce && holder.state === QUEUED && blocked?.has(target) !== true && !hasParked(target) && !op.alone && !holder.alone &&
+        if (coalesce && holder.state === QUEUED && !hasParked(target) && !op.alone && !holder.alone &&
           bytes + op.bytes <= maxBytes && tryCoalesce(holder, op)) {
           ;(out.coalesced ??= []).push(op)
           bytes += op.bytes // the coalesced update grows: it counts against the batch budget
@@ -148,7 +154,7 @@ export function select (list: ListWindow, targets: Targets, limits: Limits, at: 
         ;(parkedNow ??= new Map()).set(target, true)
         continue
       }
-      if (blocked?.has(target) === true || (command !== -1 && c !== command)) {
+      if (command !== -1 && c !== command) {
         ;(out.kept ??= []).push(op)
         ;(blocked ??= new Set()).add(target)
         continue

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest'
+import { apply, hold, pause } from './fake-db.js'
+import { harness } from './harness.js'
 import { select, selectFresh, type Limits, type Moment, type Selection, type Targets } from '../../src/buffer/select.js'
 import { buildDelete, buildInsert, buildUpdate } from '../../src/write/build-op.js'
 import type { WriteOp } from '../../src/write/write-op.js'
@@ -96,6 +98,31 @@ describe('select(): ordering', () => {
     expect(s.batch).toEqual([head])
     expect(s.coalesced).toBeNull()
     expect(s.parked).toEqual([later]) // behind `parked`, which is still parked
+  })
+
+  it('a write kept behind a lingering write of its target stays behind it even when its target is held', () => {
+    const l = set(1, { v: 'L' })
+    l.lingerUntil = NOW + 100
+    const y = set(1, { v: 'Y' })
+    const s = pick([l, y], new FakeTargets().with(out(1)), { coalesce: false })
+    expect(s.kept).toEqual([l, y]) // parked, y would go back to the list's head when the holder returns: before l
+    expect(s.parked).toBeNull()
+  })
+
+  it('end to end: a later write of a document is not applied before a lingering one while an earlier write is out', async () => {
+    const { fake, c } = harness({ coalesce: false, maxBatchSize: 2, maxInFlight: 4 })
+    fake.fallback = hold
+    const x = c.updateOne({ _id: 1 }, { $set: { v: 'x' } }, { upsert: true })
+    await pause(0)
+    expect(fake.held).toHaveLength(1) // x is out
+    const l = c.updateOne({ _id: 1 }, { $set: { v: 'L' } }, { lingerMs: 100 })
+    const y = c.updateOne({ _id: 1 }, { $set: { v: 'Y' } })
+    const full = [c.insertOne({ _id: 2 }), c.insertOne({ _id: 3 })] // a full batch: a take while x is out
+    await pause(20)
+    fake.fallback = apply
+    for (const call of fake.held) call.answer()
+    await Promise.all([x, l, y, ...full])
+    expect(fake.doc('c', 1)?.v).toBe('Y')
   })
 })
 
