@@ -117,6 +117,7 @@ export class CollectionQueue {
     holder: target => this.#held.get(target),
     hold: (target, op) => { this.#held.set(target, op) },
     parkedOf: target => this.#parked.chainOf(target),
+    isHead: op => this.#parked.isHead(op),
   }
 
   /** Applies a selection: writes parked, the list resumed, then what left dequeued. */

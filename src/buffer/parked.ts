@@ -61,6 +61,11 @@ export class Parked {
     else if (n > 0) chain.splice(0, n)
   }
 
+  /** Whether parked writes wait for `op` (released back to the list, not yet taken). */
+  isHead (op: WriteOp): boolean {
+    return this.#heads.size > 0 && this.#heads.get(op.target) === op
+  }
+
   /** `op` left the queue without being taken: true when parked writes waited for it (release them). */
   leftAsHead (op: WriteOp): boolean {
     if (this.#heads.size === 0 || this.#heads.get(op.target) !== op) return false

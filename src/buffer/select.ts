@@ -10,7 +10,8 @@ import { COMMAND_OF, QUEUED, type WriteOp } from '../write/write-op.js'
  * merged update is what the batch carries.
  *
  * The rule (unordered queue), write by write from the head of the list:
- * - not queued any more (aborted, settled): skipped; past its deadline: `expired`;
+ * - not queued any more (aborted, settled): skipped; past its deadline: `expired` (when writes
+ *   were parked behind it, the later writes of its target in this pass are `kept`: those go first);
  * - the batch is full (count, bytes): stop;
  * - lingering (per-write `lingerMs`) and not flushing: `kept`, and so are the later writes of
  *   its target in this pass, held or not (nothing may go before it);
@@ -42,6 +43,8 @@ export interface Targets {
   hold: (target: string, op: WriteOp) => void
   /** the writes parked behind `target`'s holder, oldest first, if any */
   parkedOf: (target: string) => readonly WriteOp[] | undefined
+  /** whether `op` is the *head* of parked writes: released back to the list, they wait for it */
+  isHead: (op: WriteOp) => boolean
 }
 
 /** What was chosen. Arrays are null when empty; every write listed leaves the list. */
@@ -116,7 +119,12 @@ export function select (list: ListWindow, targets: Targets, limits: Limits, at: 
   for (; i < end; i++) {
     const op = items[i] as WriteOp
     if (op.state !== QUEUED) continue
-    if (expiredAt(op, now)) { (out.expired ??= []).push(op); continue }
+    if (expiredAt(op, now)) {
+      ;(out.expired ??= []).push(op)
+      // the writes parked behind it go back to the list's head once it is dequeued: nothing of its target before them
+      if (!ordered && targets.isHead(op)) (blocked ??= new Set()).add(op.target)
+      continue
+    }
     if (batch !== null && (batch.length >= maxCount || bytes + op.bytes > maxBytes)) break
     if (op.lingerUntil > 0) {
       if (op.lingerUntil > now && !flushing) {

@@ -1,6 +1,6 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { apply, hold, pause } from './fake-db.js'
-import { harness } from './harness.js'
+import { harness, useFakeClock } from './harness.js'
 import { select, selectFresh, type Limits, type Moment, type Selection, type Targets } from '../../src/buffer/select.js'
 import { buildDelete, buildInsert, buildUpdate } from '../../src/write/build-op.js'
 import type { WriteOp } from '../../src/write/write-op.js'
@@ -32,6 +32,7 @@ const out = (id: unknown): WriteOp => {
 class FakeTargets implements Targets {
   readonly held = new Map<string, WriteOp>()
   readonly chains = new Map<string, WriteOp[]>()
+  readonly heads = new Set<WriteOp>()
   looked = 0
   /** `op` is out: it holds its target */
   with (op: WriteOp): this { this.held.set(op.target, op); return this }
@@ -42,6 +43,7 @@ class FakeTargets implements Targets {
 
   holder = (target: string): WriteOp | undefined => { this.looked++; return this.held.get(target) }
   hold = (target: string, op: WriteOp): void => { this.held.set(target, op) }
+  isHead = (op: WriteOp): boolean => this.heads.has(op)
   parkedOf = (target: string): readonly WriteOp[] | undefined => this.chains.get(target)
 }
 
@@ -290,6 +292,43 @@ describe('select(): writes that left', () => {
     const fresh = insert()
     fresh.deadline = NOW - 1
     expect(selectFresh({ items: [fresh], head: 0 }, LIMITS, NOW)).toMatchObject({ batch: null, expired: [fresh], stop: 1 })
+  })
+
+  it('a head of parked writes past its deadline: the later writes of its target wait for those parked writes', () => {
+    const head = set(1, { v: 'A' })
+    head.deadline = NOW
+    const parked = set(1, { v: 'B' })
+    const later = set(1, { v: 'C' })
+    const t = new FakeTargets().park(parked)
+    t.heads.add(head)
+    const s = pick([head, later], t)
+    expect(s.expired).toEqual([head])
+    expect(s.batch).toBeNull()
+    expect(s.kept).toEqual([later]) // parked goes back to the list's head first, then later
+  })
+
+  it('end to end: a write released from parking that expires in a take lets the writes parked behind it go before a later one', async () => {
+    useFakeClock()
+    const turn = async (n = 1): Promise<void> => { for (let i = 0; i < n; i++) await new Promise<void>(resolve => setImmediate(resolve)) }
+    const { fake, c } = harness({ coalesce: false, maxBatchSize: 2, maxInFlight: 4 })
+    fake.fallback = hold
+    let late: Promise<unknown> | undefined
+    // x's caller writes C as soon as x resolves: before the pump that takes what x released
+    const x = c.updateOne({ _id: 1 }, { $set: { v: 'x' } }, { upsert: true }).then(() => { late = c.updateOne({ _id: 1 }, { $set: { v: 'C' } }) })
+    await turn()
+    expect(fake.held).toHaveLength(1) // x is out
+    const a = c.updateOne({ _id: 1 }, { $set: { v: 'A' } }, { timeoutMs: 1000 }).catch((err: unknown) => err)
+    const b = c.updateOne({ _id: 1 }, { $set: { v: 'B' } })
+    const full = [c.insertOne({ _id: 2 }), c.insertOne({ _id: 3 })] // a full batch: a take while x is out parks a and b
+    await turn()
+    vi.setSystemTime(Date.now() + 2000) // a's deadline is past; the sweep has not run
+    fake.fallback = apply
+    fake.held[0]?.answer() // x returns: a goes back to the list's head, expires in the next take
+    await turn(20)
+    for (const call of fake.held) call.answer()
+    await turn(20)
+    await Promise.all([x, a, b, late, ...full])
+    expect(fake.doc('c', 1)?.v).toBe('C')
   })
 
   it('no longer queued (aborted, settled): skipped silently, also among parked writes drawn into a holder', () => {
