@@ -110,7 +110,7 @@ export function select (list: ListWindow, targets: Targets, limits: Limits, at: 
   let batch = null as WriteOp[] | null
   let command = -1
   let bytes = 0
-  /** targets with a write kept in this pass: their later writes stay behind it */
+  /** targets with a write kept in this pass, or with parked writes freed by an expired head: their later writes stay in the list */
   let blocked = null as Set<string> | null
   /** targets whose parked writes changed in this pass: true = some are parked, false = none left */
   let parkedNow = null as Map<string, boolean> | null
