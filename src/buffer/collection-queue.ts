@@ -11,7 +11,7 @@ import { expiredAt, select, selectFresh, type Selection, type Targets } from './
  * Which writes go together is select.ts's rule; `take` applies what it chose.
  *
  * Ordering: an op is taken only if no earlier op with the same target is still queued
- * (skipped in this pass), in flight or waiting to be retried — otherwise two batches could
+ * (skipped in this pass), in flight or backing off — otherwise two batches could
  * apply them in either order (two writes in one unordered bulkWrite, or in two concurrent
  * ones, have no order). Skipped ops keep their place for the next take.
  *
@@ -26,7 +26,7 @@ export class CollectionQueue {
   #size = 0
   #bytes = 0
   #coalesced = 0
-  /** batches in flight or waiting (a retry's backoff, a fence) */
+  /** batches out: in flight or backing off (a retry's backoff, a fence) */
   #out = 0
   /** batches in flight */
   #inFlight = 0
@@ -52,7 +52,7 @@ export class CollectionQueue {
 
   get size (): number { return this.#size }
   get bytes (): number { return this.#bytes }
-  /** batches of this queue in flight or waiting (retry backoff, fence): an ordered queue waits for 0 */
+  /** batches of this queue out (in flight or backing off): an ordered queue waits for 0 */
   get out (): number { return this.#out }
   /** batches of this queue on the wire */
   get inFlight (): number { return this.#inFlight }
@@ -189,7 +189,7 @@ export class CollectionQueue {
     this.#toHead(unparked)
   }
 
-  /** A waiting batch (retry, fence) was given up (close): its targets are free again. */
+  /** A batch backing off (retry, fence) was given up (close): its targets are free again. */
   abandonWait (batch: Batch): void {
     this.#release(batch)
   }

@@ -37,7 +37,7 @@ export interface ListWindow {
 
 /** The queue's targets as select() sees them: held and parked writes. */
 export interface Targets {
-  /** the write holding `target` — chosen into this batch (still queued), out, waiting for a retry, or fenced — if any */
+  /** the write holding `target` — chosen into this batch (still queued), out (in flight or backing off), or fenced — if any */
   holder: (target: string) => WriteOp | undefined
   /** `op` was chosen into the batch: it holds its target from now on */
   hold: (target: string, op: WriteOp) => void
