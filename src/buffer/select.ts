@@ -114,7 +114,6 @@ export function select (list: ListWindow, targets: Targets, limits: Limits, at: 
   let blocked = null as Set<string> | null
   /** targets whose parked writes changed in this pass: true = some are parked, false = none left */
   let parkedNow = null as Map<string, boolean> | null
-  const hasParked = (target: string): boolean => parkedNow?.get(target) ?? targets.parkedOf(target) !== undefined
   let i = list.head
   for (; i < end; i++) {
     const op = items[i] as WriteOp
@@ -152,7 +151,7 @@ export function select (list: ListWindow, targets: Targets, limits: Limits, at: 
       const holder = targets.holder(target)
       if (holder !== undefined) {
         // coalesced into the write of this batch holding its target, unless writes parked there go first
-        if (coalesce && holder.state === QUEUED && !hasParked(target) && !op.alone && !holder.alone &&
+        if (coalesce && holder.state === QUEUED && !(parkedNow?.get(target) ?? targets.parkedOf(target) !== undefined) && !op.alone && !holder.alone &&
           bytes + op.bytes <= maxBytes && tryCoalesce(holder, op)) {
           ;(out.coalesced ??= []).push(op)
           bytes += op.bytes // the coalesced update grows: it counts against the batch budget
