@@ -1,16 +1,17 @@
 import type { Collection } from 'mongodb'
-import { tryCoalesce } from '../write/coalesce.js'
-import { COMMAND_OF, IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
+import { IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
 import { Batch, type BatchLimits, type QueueListener, type TakeMoment } from './batch.js'
 import { Lingering } from './lingering.js'
 import { OpList } from './op-list.js'
 import { Parked } from './parked.js'
+import { expiredAt, select, selectFresh, type Selection, type Targets } from './select.js'
 
 /**
- * The queue of one collection and the rule that picks a batch from it.
+ * The queue of one collection: its writes, its held targets and parked writes, its counts.
+ * Which writes go together is select.ts's rule; `take` applies what it chose.
  *
  * Ordering: an op is taken only if no earlier op with the same target is still queued
- * (skipped in this pass), in flight or waiting to be retried — otherwise two batches could
+ * (skipped in this pass), in flight or backing off — otherwise two batches could
  * apply them in either order (two writes in one unordered bulkWrite, or in two concurrent
  * ones, have no order). Skipped ops keep their place for the next take.
  *
@@ -25,17 +26,14 @@ export class CollectionQueue {
   #size = 0
   #bytes = 0
   #coalesced = 0
-  /** batches in flight or waiting (a retry's backoff, a fence) */
+  /** batches out: in flight or backing off (a retry's backoff, a fence) */
   #out = 0
   /** batches in flight */
   #inFlight = 0
-  /** Target → the op holding it: taken into the batch being built (still QUEUED), out, or fenced. */
+  /** Target → the op holding it: taken into a batch (still QUEUED until sent), out, or fenced. */
   readonly #held = new Map<string, WriteOp>()
   /** later writes of a held target, parked until it is released (parked.ts) */
   readonly #parked = new Parked()
-  /** inside take(): targets whose parked writes are freed once it is done (it walks the list) */
-  #taking = false
-  #freed: string[] | null = null
   #freshOnly = true
   readonly #freshOut = new Set<Batch>()
   /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
@@ -54,7 +52,7 @@ export class CollectionQueue {
 
   get size (): number { return this.#size }
   get bytes (): number { return this.#bytes }
-  /** batches of this queue in flight or waiting (retry backoff, fence): an ordered queue waits for 0 */
+  /** batches of this queue out (in flight or backing off): an ordered queue waits for 0 */
   get out (): number { return this.#out }
   /** batches of this queue on the wire */
   get inFlight (): number { return this.#inFlight }
@@ -77,118 +75,86 @@ export class CollectionQueue {
     this.listener.queued(this)
   }
 
-  /** The op left the queue without being taken (aborted, expired), or was coalesced into another. */
+  /** A queued write that will never be sent (aborted, or found expired outside a take) is dequeued. */
   forget (op: WriteOp): void {
-    this.#lingering.left(op)
-    this.#size--
-    this.#bytes -= op.bytes
-    // the write parked ones wait for, leaving before it is taken, must not strand them
-    if (this.#parked.leftAsHead(op)) {
-      if (this.#taking) (this.#freed ??= []).push(op.target)
-      else this.#freeParked([op.target])
-    }
+    this.#dequeue([op])
   }
 
-  #freeParked (targets: string[]): void {
+  /**
+   * The one way writes leave the queue's count: taken into a batch, coalesced into another
+   * write, aborted, expired. Writes parked behind one of them that was their *head* go back
+   * to the head of the list (the list must be settled: not inside a take's walk).
+   */
+  #dequeue (ops: readonly WriteOp[] | null): void {
+    if (ops === null) return
+    const lingering = !this.#lingering.empty
+    const heads = this.#parked.hasHeads
+    let bytes = 0
+    let freed = null as string[] | null
+    for (const op of ops) {
+      bytes += op.bytes
+      if (lingering) this.#lingering.left(op)
+      if (heads && this.#parked.leftAsHead(op)) (freed ??= []).push(op.target)
+    }
+    this.#size -= ops.length
+    this.#bytes -= bytes
+    if (freed === null) return
     const next: WriteOp[] = []
-    for (const target of targets) if (!this.#held.has(target)) this.#parked.release(target, next)
+    for (const target of freed) if (!this.#held.has(target)) this.#parked.release(target, next)
     this.#toHead(next)
   }
 
   /** The next batch: ops of one write command, ≤ maxCount ops, about ≤ maxBytes; expired ops go to `expired`. */
   take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
-    return this.#walking(() => this.#take(limits, at, expired))
-  }
-
-  /** Runs a walk over the list; parked writes freed meanwhile (forget()) are moved once it is done. */
-  #walking<T> (walk: () => T): T {
-    this.#taking = true
-    try {
-      return walk()
-    } finally {
-      this.#taking = false
-      const freed = this.#freed
-      this.#freed = null
-      if (freed !== null) this.#freeParked(freed)
-    }
-  }
-
-  #take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
-    const now = at.now
     if (this.ordered && this.#out > 0) return null
-    if (this.#freshOnly && !this.ordered) return this.#takeFresh(limits, now, expired)
+    if (this.#freshOnly && !this.ordered) return this.#apply(selectFresh(this.#list, limits, at.now), true, expired)
     if (this.#freshOut.size > 0) this.#holdFreshOut()
-    this.#lingering.end = 0
-    const { maxCount, maxBytes, coalesce } = limits
-    const items = this.#list.items
-    const end = items.length
-    let ops = null as WriteOp[] | null
-    let command = -1
-    let bytes = 0
-    let blocked = null as Set<string> | null
-    let kept = null as WriteOp[] | null
-    let i = this.#list.head
-    for (; i < end; i++) {
-      const op = items[i] as WriteOp
-      if (!this.#live(op, now, expired)) continue
-      if (ops !== null && (ops.length >= maxCount || bytes + op.bytes > maxBytes)) break
-      const target = op.target
-      const c = COMMAND_OF[op.kind] as number
-      if (op.lingerUntil > now && !at.flushing) {
-        // still waiting for company of its own target: it stays, and so do later writes of that
-        // target (of the whole queue, when ordered); the linger timer wakes the pump at its end
-        this.#lingering.noteEnd(op.lingerUntil)
-        if (this.ordered) break
-        ;(kept ??= []).push(op)
-        ;(blocked ??= new Set()).add(target)
-        continue
+    return this.#apply(select(this.#list, this.#targets, limits, at, this.ordered), false, expired)
+  }
+
+  /** What select() reads of the held and parked targets. */
+  readonly #targets: Targets = {
+    holder: target => this.#held.get(target),
+    hold: (target, op) => { this.#held.set(target, op) },
+    parkedOf: target => this.#parked.chainOf(target),
+    isHead: op => this.#parked.isHead(op),
+  }
+
+  /** Applies a selection: writes parked, the list resumed, then what left dequeued. */
+  #apply (sel: Selection, fresh: boolean, expiredOut: WriteOp[]): Batch | null {
+    const { batch, parked } = sel
+    if (!fresh) {
+      this.#lingering.end = sel.lingerEnd
+      if (sel.lingerOver !== null) for (const op of sel.lingerOver) this.#lingering.left(op)
+      if (batch !== null && this.#parked.busy) {
+        for (const op of batch) this.#parked.taken(op.target, op)
       }
-      this.#lingering.left(op)
-      const holder = this.ordered ? undefined : this.#held.get(target)
-      if (this.ordered) {
-        // strict submission order: a run of one command from the head
-        if (command !== -1 && c !== command) break
-      } else if (holder !== undefined) {
-        // held by an op out, or taken into this batch (QUEUED: it may coalesce unless one was skipped)
-        if (coalesce && holder.state === QUEUED && blocked?.has(target) !== true && !this.#parked.has(target) && !op.alone && !holder.alone &&
-          bytes + op.bytes <= maxBytes && tryCoalesce(holder, op)) {
-          this.#coalesced++
-          bytes += op.bytes // the coalesced update grows: it counts against the batch budget
-          this.forget(op)
-          continue
-        }
-        this.#parked.park(target, op) // it cannot go before its holder returns
-        continue
-      } else if (blocked?.has(target) === true || (command !== -1 && c !== command)) {
-        ;(kept ??= []).push(op)
-        ;(blocked ??= new Set()).add(target)
-        continue
-      }
-      command = c
-      ;(ops ??= []).push(op)
-      this.#held.set(target, op)
-      this.#parked.taken(target, op)
-      bytes += op.bytes
-      this.forget(op)
-      // writes of its target parked behind an earlier holder may coalesce into it now
-      if (coalesce && !op.alone && this.#parked.has(target)) bytes += this.#parked.coalesceInto(op, target, maxBytes - bytes, this.#merged)
+      if (parked !== null) for (const op of parked) this.#parked.park(op.target, op)
+      if (sel.coalesced !== null) this.#coalesced += sel.coalesced.length
     }
-    // skipped ops (a subsequence of items[head, i)) go back just before i: the tail is never copied
-    let head = i
-    if (kept !== null) {
-      for (let k = kept.length - 1; k >= 0; k--) items[--head] = kept[k] as WriteOp
-    }
-    this.#advance(head, end)
-    if (ops === null) return null
+    if (this.#list.resume(sel.stop, sel.kept)) this.#freshOnly = this.#parked.size === 0
+    this.#dequeue(batch)
+    this.#dequeue(sel.coalesced)
+    this.#expired(sel.expired, expiredOut)
+    if (batch === null) return null
     this.#out++
     this.#inFlight++
-    return this.#stamped(new Batch(this, ops, false))
+    const out = new Batch(this, batch, fresh)
+    // the queue wait starts over for what stays queued
+    out.queuedAt = this.#nonEmptySince
+    if (this.#size > 0) this.#nonEmptySince = performance.now()
+    if (fresh) this.#freshOut.add(out)
+    return out
   }
 
-  /** A parked write coalesced into its new holder: it leaves the queue's count. */
-  readonly #merged = (op: WriteOp): void => {
-    this.#coalesced++
-    this.forget(op)
+  /** Writes past their deadline leave the queue for `out` (they stay in the list, skipped by state). */
+  #expired (ops: WriteOp[] | null, out: WriteOp[]): void {
+    if (ops === null) return
+    for (const op of ops) {
+      op.leaveQueue() // first: a parked write freed by one of them must not be one of them
+      out.push(op)
+    }
+    this.#dequeue(ops)
   }
 
   /** Puts unparked ops (still counted) back at the head of the queue. */
@@ -199,44 +165,9 @@ export class CollectionQueue {
     this.listener.queued(this)
   }
 
-  #takeFresh (limits: BatchLimits, now: number, expired: WriteOp[]): Batch | null {
-    const items = this.#list.items
-    const end = items.length
-    let ops = null as WriteOp[] | null
-    let bytes = 0
-    let i = this.#list.head
-    for (; i < end; i++) {
-      const op = items[i] as WriteOp
-      if (!this.#live(op, now, expired)) continue
-      if (ops !== null && (ops.length >= limits.maxCount || bytes + op.bytes > limits.maxBytes)) break
-      ;(ops ??= []).push(op)
-      bytes += op.bytes
-    }
-    this.#advance(i, end)
-    if (ops === null) return null
-    this.#size -= ops.length
-    this.#bytes -= bytes
-    this.#out++
-    this.#inFlight++
-    const batch = this.#stamped(new Batch(this, ops, true))
-    this.#freshOut.add(batch)
-    return batch
-  }
-
-  /** Per batch: the queue wait starts over for what stays queued. */
-  #stamped (batch: Batch): Batch {
-    batch.queuedAt = this.#nonEmptySince
-    if (this.#size > 0) this.#nonEmptySince = performance.now()
-    return batch
-  }
-
   #holdFreshOut (): void {
     for (const batch of this.#freshOut) for (const op of batch.ops) this.#held.set(op.target, op)
     this.#freshOut.clear()
-  }
-
-  #advance (head: number, end: number): void {
-    if (this.#list.advance(head, end)) this.#freshOnly = this.#parked.size === 0
   }
 
   /** A batch's answer was handled: its targets are free again. */
@@ -258,7 +189,7 @@ export class CollectionQueue {
     this.#toHead(unparked)
   }
 
-  /** A waiting batch (retry, fence) was given up (close): its targets are free again. */
+  /** A batch backing off (retry, fence) was given up (close): its targets are free again. */
   abandonWait (batch: Batch): void {
     this.#release(batch)
   }
@@ -321,21 +252,10 @@ export class CollectionQueue {
 
   /** Ops past their deadline, removed from the queue (they stay in the list, skipped). */
   expire (now: number, expired: WriteOp[]): void {
-    this.#walking(() => {
-      this.#list.forEach(op => { this.#live(op, now, expired) })
-      this.#parked.forEach(op => { this.#live(op, now, expired) })
-    })
-  }
-
-  /** Whether a queued op can be taken; one past its deadline leaves the queue for `expired`. */
-  #live (op: WriteOp, now: number, expired: WriteOp[]): boolean {
-    if (op.state !== QUEUED) return false
-    if (op.deadline > 0 && op.deadline <= now) {
-      this.forget(op)
-      op.leaveQueue()
-      expired.push(op)
-      return false
-    }
-    return true
+    let found = null as WriteOp[] | null
+    const check = (op: WriteOp): void => { if (op.state === QUEUED && expiredAt(op, now)) (found ??= []).push(op) }
+    this.#list.forEach(check)
+    this.#parked.forEach(check)
+    this.#expired(found, expired)
   }
 }

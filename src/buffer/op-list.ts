@@ -11,8 +11,15 @@ export class OpList {
 
   push (op: WriteOp): void { this.items.push(op) }
 
-  /** A take walked up to `end`, and the list now starts at `head`; true when nothing is left. */
-  advance (head: number, end: number): boolean {
+  /**
+   * A take walked up to `stop`, skipping `kept` (a subsequence of the writes it walked): they go
+   * back just before `stop`, in order, so the tail is never copied, and the list resumes there.
+   * True when nothing is left.
+   */
+  resume (stop: number, kept: readonly WriteOp[] | null): boolean {
+    let head = stop
+    if (kept !== null) for (let k = kept.length - 1; k >= 0; k--) this.items[--head] = kept[k] as WriteOp
+    const end = this.items.length
     if (head >= end) {
       this.clear()
       return true

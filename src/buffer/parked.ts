@@ -1,4 +1,3 @@
-import { tryCoalesce } from '../write/coalesce.js'
 import { QUEUED, type WriteOp } from '../write/write-op.js'
 
 /**
@@ -7,8 +6,8 @@ import { QUEUED, type WriteOp } from '../write/write-op.js'
  * walks them again while they cannot go: 4,000 callers of one document cost a take O(1), not
  * O(4,000). When the target is released its first live parked write goes back to the queue
  * (the *head* the others wait for); the next ones coalesce into it when it is taken
- * (`coalesceInto`), or wait for it in turn. A head that leaves before it is taken (aborted,
- * expired) releases the next one.
+ * (select.ts; `taken` then drops them), or wait for it in turn. A head that leaves
+ * before it is taken (aborted, expired) releases the next one.
  */
 export class Parked {
   readonly #chains = new Map<string, WriteOp[]>()
@@ -16,30 +15,18 @@ export class Parked {
   readonly #heads = new Map<string, WriteOp>()
 
   get size (): number { return this.#chains.size }
+  /** some writes are parked, or wait for a head */
+  get busy (): boolean { return this.#chains.size > 0 || this.#heads.size > 0 }
+  /** some parked writes wait for a head (see leftAsHead) */
+  get hasHeads (): boolean { return this.#heads.size > 0 }
 
-  has (target: string): boolean { return this.#chains.has(target) }
+  /** The writes parked behind `target`'s holder, oldest first (select() reads them). */
+  chainOf (target: string): readonly WriteOp[] | undefined { return this.#chains.get(target) }
 
   park (target: string, op: WriteOp): void {
     const chain = this.#chains.get(target)
     if (chain === undefined) this.#chains.set(target, [op])
     else chain.push(op)
-  }
-
-  /** Coalesces the parked writes of `target` into `holder`, in order, until one cannot; `merged` is told each; returns the bytes added. */
-  coalesceInto (holder: WriteOp, target: string, room: number, merged: (op: WriteOp) => void): number {
-    const chain = this.#chains.get(target)
-    if (chain === undefined) return 0
-    let added = 0
-    while (chain.length > 0) {
-      const next = chain[0] as WriteOp
-      if (!live(next)) { chain.shift(); continue }
-      if (next.alone || added + next.bytes > room || !tryCoalesce(holder, next)) break
-      chain.shift()
-      added += next.bytes
-      merged(next)
-    }
-    if (chain.length === 0) this.#chains.delete(target)
-    return added
   }
 
   /** `target` is free: its first live parked write is pushed to `out` (to go back to the queue's head). */
@@ -57,9 +44,26 @@ export class Parked {
     if (chain.length === 0) this.#chains.delete(target)
   }
 
-  /** `op` was taken into a batch: it holds its target now, and its parked writes wait for that. */
+  /**
+   * `op` was taken into a batch: it holds its target now, and its parked writes wait for that;
+   * those coalesced into it (select.ts), and those that left meanwhile, are dropped.
+   */
   taken (target: string, op: WriteOp): void {
     if (this.#heads.size > 0 && this.#heads.get(target) === op) this.#heads.delete(target)
+    const chain = this.#chains.get(target)
+    if (chain === undefined) return
+    let n = 0
+    for (; n < chain.length; n++) {
+      const next = chain[n] as WriteOp
+      if (live(next) && !next.merged) break
+    }
+    if (n === chain.length) this.#chains.delete(target)
+    else if (n > 0) chain.splice(0, n)
+  }
+
+  /** Whether parked writes wait for `op` (released back to the list, not yet taken). */
+  isHead (op: WriteOp): boolean {
+    return this.#heads.size > 0 && this.#heads.get(op.target) === op
   }
 
   /** `op` left the queue without being taken: true when parked writes waited for it (release them). */

@@ -1,0 +1,193 @@
+import { tryCoalesce } from '../write/coalesce.js'
+import { COMMAND_OF, QUEUED, type WriteOp } from '../write/write-op.js'
+
+/**
+ * Which queued writes go together in the next batch: the rule, as a function of what it reads.
+ * It changes no count and no list: the CollectionQueue applies the `Selection` (parks, puts
+ * back, dequeues). What it does change: it holds the target of each write it chooses
+ * (`targets.hold`: a later write of that target in the same pass must see it held), and it
+ * rewrites the update of a chosen write that it coalesces others into (`tryCoalesce`): the
+ * merged update is what the batch carries.
+ *
+ * The rule (unordered queue), write by write from the head of the list:
+ * - not queued any more (aborted, settled): skipped; past its deadline: `expired` (when writes
+ *   were parked behind it, the later writes of its target in this pass are `kept`: those go first);
+ * - the batch is full (count, bytes): stop;
+ * - lingering (per-write `lingerMs`) and not flushing: `kept`, and so are the later writes of
+ *   its target in this pass, held or not (nothing may go before it);
+ * - its target is held (a write out, fenced, or chosen into this batch): coalesced into the
+ *   write of this batch holding it when it can, else `parked` behind the holder;
+ * - another write command than the batch's: `kept`;
+ * - else it joins the batch and holds its target; the writes parked behind that target may
+ *   coalesce into it now, in order, until one cannot.
+ * An ordered queue takes a run of one command from the head, and stops at a lingering write.
+ */
+
+/** Limits of one batch (the Dispatcher's `BatchLimits`). */
+export interface Limits { maxCount: number, maxBytes: number, coalesce: boolean }
+
+/** The moment of a take (the Dispatcher's `TakeMoment`): lingering writes go when flushing. */
+export interface Moment { now: number, flushing: boolean }
+
+/** The queue's list: its writes in order from `head` (an OpList). Read only. */
+export interface ListWindow {
+  readonly items: readonly WriteOp[]
+  readonly head: number
+}
+
+/** The queue's targets as select() sees them: held and parked writes. */
+export interface Targets {
+  /** the write holding `target` — chosen into this batch (still queued), out (in flight or backing off), or fenced — if any */
+  holder: (target: string) => WriteOp | undefined
+  /** `op` was chosen into the batch: it holds its target from now on */
+  hold: (target: string, op: WriteOp) => void
+  /** the writes parked behind `target`'s holder, oldest first, if any */
+  parkedOf: (target: string) => readonly WriteOp[] | undefined
+  /** whether `op` is the *head* of parked writes: released back to the list, they wait for it */
+  isHead: (op: WriteOp) => boolean
+}
+
+/** What was chosen. Arrays are null when empty; every write listed leaves the list. */
+export interface Selection {
+  /** the batch, in queue order; null: nothing can go now */
+  batch: WriteOp[] | null
+  /** writes coalesced into a write of the batch (from the list, or parked behind its target) */
+  coalesced: WriteOp[] | null
+  /** writes to park behind the holder of their target, in order */
+  parked: WriteOp[] | null
+  /** writes skipped, in order: they go back to the list just before `stop` */
+  kept: WriteOp[] | null
+  /** writes past their deadline */
+  expired: WriteOp[] | null
+  /** writes reached after their linger ended: no later write joins them as it is pushed */
+  lingerOver: WriteOp[] | null
+  /** the walk stopped before `items[stop]`: the list resumes at `stop - kept.length` */
+  stop: number
+  /** Date.now() when the earliest linger among the kept writes ends; 0 = none */
+  lingerEnd: number
+}
+
+/** A queued write past its deadline. */
+export function expiredAt (op: WriteOp, now: number): boolean {
+  return op.deadline > 0 && op.deadline <= now
+}
+
+function selection (stop: number): Selection {
+  return { batch: null, coalesced: null, parked: null, kept: null, expired: null, lingerOver: null, stop, lingerEnd: 0 }
+}
+
+/**
+ * The fast path, while the list holds only fresh inserts (no two can share a target, none can
+ * be held): the writes from the head, up to the limits. Their targets are never computed.
+ */
+export function selectFresh (list: ListWindow, limits: Limits, now: number): Selection {
+  const { items } = list
+  const end = items.length
+  const out = selection(end)
+  let batch = null as WriteOp[] | null
+  let bytes = 0
+  let i = list.head
+  for (; i < end; i++) {
+    const op = items[i] as WriteOp
+    if (op.state !== QUEUED) continue
+    if (expiredAt(op, now)) { (out.expired ??= []).push(op); continue }
+    if (batch !== null && (batch.length >= limits.maxCount || bytes + op.bytes > limits.maxBytes)) break
+    ;(batch ??= []).push(op)
+    bytes += op.bytes
+  }
+  out.batch = batch
+  out.stop = i
+  return out
+}
+
+/** The next batch of a queue (the rule: see the header). */
+export function select (list: ListWindow, targets: Targets, limits: Limits, at: Moment, ordered: boolean): Selection {
+  const { items } = list
+  const { maxCount, maxBytes, coalesce } = limits
+  const { now, flushing } = at
+  const end = items.length
+  const out = selection(end)
+  let batch = null as WriteOp[] | null
+  let command = -1
+  let bytes = 0
+  /** targets with a write kept in this pass, or with parked writes freed by an expired head: their later writes stay in the list */
+  let blocked = null as Set<string> | null
+  /** targets whose parked writes changed in this pass: true = some are parked, false = none left */
+  let parkedNow = null as Map<string, boolean> | null
+  let i = list.head
+  for (; i < end; i++) {
+    const op = items[i] as WriteOp
+    if (op.state !== QUEUED) continue
+    if (expiredAt(op, now)) {
+      ;(out.expired ??= []).push(op)
+      // the writes parked behind it go back to the list's head once it is dequeued: nothing of its target before them
+      if (!ordered && targets.isHead(op)) (blocked ??= new Set()).add(op.target)
+      continue
+    }
+    if (batch !== null && (batch.length >= maxCount || bytes + op.bytes > maxBytes)) break
+    if (op.lingerUntil > 0) {
+      if (op.lingerUntil > now && !flushing) {
+        // it waits for company of its own target: the linger timer wakes the pump at its end
+        if (out.lingerEnd === 0 || op.lingerUntil < out.lingerEnd) out.lingerEnd = op.lingerUntil
+        if (ordered) break
+        ;(out.kept ??= []).push(op)
+        ;(blocked ??= new Set()).add(op.target)
+        continue
+      }
+      ;(out.lingerOver ??= []).push(op)
+    }
+    const target = op.target
+    const c = COMMAND_OF[op.kind] as number
+    if (ordered) {
+      // strict submission order: a run of one command from the head
+      if (command !== -1 && c !== command) break
+    } else {
+      if (blocked?.has(target) === true) {
+        // an earlier write of its target stays in the list: so does it, held or not (parked,
+        // it would go back to the list's head when its holder returns: before that write)
+        ;(out.kept ??= []).push(op)
+        continue
+      }
+      const holder = targets.holder(target)
+      if (holder !== undefined) {
+        // coalesced into the write of this batch holding its target, unless writes parked there go first
+        if (coalesce && holder.state === QUEUED && !(parkedNow?.get(target) ?? targets.parkedOf(target) !== undefined) && !op.alone && !holder.alone &&
+          bytes + op.bytes <= maxBytes && tryCoalesce(holder, op)) {
+          ;(out.coalesced ??= []).push(op)
+          bytes += op.bytes // the coalesced update grows: it counts against the batch budget
+          continue
+        }
+        ;(out.parked ??= []).push(op) // it cannot go before its holder returns
+        ;(parkedNow ??= new Map()).set(target, true)
+        continue
+      }
+      if (command !== -1 && c !== command) {
+        ;(out.kept ??= []).push(op)
+        ;(blocked ??= new Set()).add(target)
+        continue
+      }
+    }
+    command = c
+    targets.hold(target, op)
+    ;(batch ??= []).push(op)
+    bytes += op.bytes
+    // writes of its target parked behind an earlier holder may coalesce into it now
+    const chain = ordered ? undefined : targets.parkedOf(target)
+    if (chain !== undefined) {
+      let left = !coalesce || op.alone
+      for (let k = 0; !left && k < chain.length; k++) {
+        const next = chain[k] as WriteOp
+        if (next.state !== QUEUED) continue // aborted, expired or settled while parked
+        if (next.alone || bytes + next.bytes > maxBytes || !tryCoalesce(op, next)) left = true
+        else {
+          bytes += next.bytes
+          ;(out.coalesced ??= []).push(next)
+        }
+      }
+      ;(parkedNow ??= new Map()).set(target, left) // later writes of its target coalesce into it only if none is left
+    }
+  }
+  out.batch = batch
+  out.stop = i
+  return out
+}
