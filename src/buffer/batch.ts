@@ -1,11 +1,27 @@
-import type { AnyBulkWriteOperation } from 'mongodb'
+import type { AnyBulkWriteOperation, Collection } from 'mongodb'
 import type { TraceLink, WriteOp } from '../write/write-op.js'
-import type { CollectionQueue } from './collection-queue.js'
 
-/** What the queue tells whoever schedules sends (the Dispatcher). */
-export interface QueueListener {
-  /** writes were added to `queue` */
-  queued: (queue: CollectionQueue) => void
+/**
+ * What a batch's queue does for whoever handles the batch (Sender, Retries, Dispatcher);
+ * CollectionQueue implements it. (An interface here, not the class: the queue builds batches,
+ * so a batch naming the class would tie the two modules in a cycle.)
+ */
+export interface BatchQueue {
+  readonly name: string
+  readonly collection: Collection
+  readonly ordered: boolean
+  /** the batch's answer was handled: its targets are free, its listener is told */
+  returned: (batch: Batch) => void
+  /** the batch waits to be resent (backoff, fence): it holds its targets meanwhile */
+  holdForRetry: (batch: Batch) => void
+  /** the wait is over: its unsettled writes go back to the head of the queue */
+  endRetryWait: (batch: Batch) => void
+  /** the wait was given up (close): its targets are free */
+  abandonWait: (batch: Batch) => void
+  /** writes (QUEUED) back to the head, in order */
+  requeueFront: (ops: WriteOp[]) => void
+  /** `n` coalesced writes were taken apart again (stats) */
+  uncoalesced: (n: number) => void
 }
 
 /** Limits of one take. */
@@ -31,7 +47,7 @@ export class Batch {
   #done = false
 
   constructor (
-    readonly queue: CollectionQueue,
+    readonly queue: BatchQueue,
     readonly ops: WriteOp[],
     /**
      * taken by the queue's fast path (only generated-_id inserts): its targets are not held

@@ -1,6 +1,6 @@
 import type { Collection } from 'mongodb'
 import { IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
-import { Batch, type BatchLimits, type QueueListener, type TakeMoment } from './batch.js'
+import { Batch, type BatchLimits, type BatchQueue, type TakeMoment } from './batch.js'
 import { Lingering } from './lingering.js'
 import { OpList } from './op-list.js'
 import { Parked } from './parked.js'
@@ -20,7 +20,15 @@ import { expiredAt, select, selectFresh, type Selection, type Targets } from './
  * their targets are not even computed. Such batches are "fresh"; if another kind of write
  * shows up while they are out, their targets are held before it is considered.
  */
-export class CollectionQueue {
+/** What the queue tells whoever schedules sends (the Dispatcher). */
+export interface QueueListener {
+  /** writes were added to `queue` */
+  queued: (queue: CollectionQueue) => void
+  /** a batch of `queue` returned: its slot is free */
+  returned: (queue: CollectionQueue) => void
+}
+
+export class CollectionQueue implements BatchQueue {
   readonly #list = new OpList()
   /** live queued ops (aborted/expired ones still in `#list` are not counted) */
   #size = 0
@@ -170,10 +178,11 @@ export class CollectionQueue {
     this.#freshOut.clear()
   }
 
-  /** A batch's answer was handled: its targets are free again. */
+  /** A batch's answer was handled: its targets are free again, and the listener is told. */
   returned (batch: Batch): void {
     this.#inFlight--
     this.#release(batch)
+    this.listener.returned(this)
   }
 
   #release (batch: Batch): void {

@@ -1,7 +1,7 @@
 import { AsyncResource } from 'node:async_hooks'
 import type { WriteOp } from '../write/write-op.js'
-import type { Batch, BatchLimits, QueueListener, TakeMoment } from './batch.js'
-import type { CollectionQueue } from './collection-queue.js'
+import type { Batch, BatchLimits, TakeMoment } from './batch.js'
+import type { CollectionQueue, QueueListener } from './collection-queue.js'
 import { Ring } from './ring.js'
 import { WakeTimer } from './wake-timer.js'
 
@@ -158,10 +158,8 @@ export class Dispatcher implements QueueListener {
     this.#schedulePump()
   }
 
-  /** A batch's answer was handled: its slot is free, and what gathered meanwhile may go. */
-  returned (batch: Batch): void {
-    const queue = batch.queue
-    queue.returned(batch)
+  /** QueueListener: a batch of `queue` returned: its slot is free, and what gathered meanwhile may go. */
+  returned (queue: CollectionQueue): void {
     this.#inFlight--
     this.#policy.returned(queue)
     this.#schedulePump()
