@@ -106,7 +106,7 @@ export class WriteBuffer {
     const driverRetries = new DriverRetries(db)
     this.#liveness = new ServerLiveness(typeof db.command === 'function' ? () => db.command({ ping: 1 }) : undefined)
     this.#tracing = new Tracing(db.databaseName, o.tracerProvider as TracerProvider | undefined)
-    const sender = this.#sender = new Sender(o, settler, this.#retries, driverRetries, new ServerIdentity(db), this.#liveness, this.#tracing, batch => { batch.queue.returned(batch) })
+    const sender = this.#sender = new Sender(o, settler, this.#retries, driverRetries, new ServerIdentity(db), this.#liveness, this.#tracing)
     if (o.cache?.bus !== undefined) sender.onAcknowledged = (name, ops, upsertedIdOf) => { cache?.published(name, ops, upsertedIdOf) }
     this.#dispatcher = new Dispatcher(
       { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, lingerMs: o.lingerMs },

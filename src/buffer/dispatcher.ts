@@ -2,6 +2,7 @@ import { AsyncResource } from 'node:async_hooks'
 import type { WriteOp } from '../write/write-op.js'
 import type { Batch, BatchLimits, TakeMoment } from './batch.js'
 import type { CollectionQueue, QueueListener } from './collection-queue.js'
+import { PumpSchedule } from './pump-schedule.js'
 import { Ring } from './ring.js'
 import { WakeTimer } from './wake-timer.js'
 
@@ -82,8 +83,6 @@ export class Dispatcher implements QueueListener {
   #due = false
   /** flushAll() was called (flush, close, a cache read): due, lingering writes included, until nothing is queued */
   #kicked = false
-  #pumpScheduled = false
-  #turnEndScheduled = false
   /** Date.now() when the policy's linger (lingerMs) ends; 0 = none */
   #lingerMsAt = 0
   /** what a take may hold: `options`, with maxCount bounded by the server's maxWriteBatchSize */
@@ -94,25 +93,14 @@ export class Dispatcher implements QueueListener {
   readonly #at: TakeMoment = { now: 0, flushing: false }
   /** writes found past their deadline by the current pump's takes (replaced only when used) */
   #expired: WriteOp[] = []
-  // Bound to the async context of the buffer's construction: a send belongs to no caller.
-  // Timers, immediates and microtasks otherwise carry the AsyncLocalStorage of whoever armed
-  // them, and every bulkWrite, driver event and log line of a batch would be attributed to
-  // that one request.
-  readonly #pumpTask = AsyncResource.bind((): void => {
-    this.#pumpScheduled = false
-    this.#safePump()
-  })
+  /** the next pump: a microtask or the end of this event-loop turn (bound to the buffer's async context) */
+  readonly #next = new PumpSchedule(() => { this.#safePump() })
 
-  readonly #turnEndTask = AsyncResource.bind((): void => {
-    this.#turnEndScheduled = false
-    this.#safePump()
-  })
-
-  /** the one wake-up timer: at the earliest of the policy's linger and a per-write linger end */
+  /** the one wake-up timer (bound likewise): at the earliest of the policy's linger and a per-write linger end */
   readonly #wake = new WakeTimer(AsyncResource.bind((): void => {
     this.#lingerMsAt = 0
     this.#due = true
-    this.#schedulePump()
+    this.#next.soon()
   }))
 
   constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
@@ -132,7 +120,7 @@ export class Dispatcher implements QueueListener {
     this.#active.add(queue)
     if (this.#full(queue)) {
       this.#ready.add(queue)
-      this.#schedulePump()
+      this.#next.soon()
     } else if (this.#flushing()) {
       this.sendNow()
     } else {
@@ -155,14 +143,14 @@ export class Dispatcher implements QueueListener {
   sendNow (): void {
     this.#lingerMsAt = 0 // consumed: the next write queued while nothing is due sets it anew
     this.#due = true
-    this.#schedulePump()
+    this.#next.soon()
   }
 
   /** QueueListener: a batch of `queue` returned: its slot is free, and what gathered meanwhile may go. */
   returned (queue: CollectionQueue): void {
     this.#inFlight--
     this.#policy.returned(queue)
-    this.#schedulePump()
+    this.#next.soon()
   }
 
   stop (): void {
@@ -176,7 +164,7 @@ export class Dispatcher implements QueueListener {
       queued: queue => {
         if (queue.inFlight === 0) {
           this.#ready.add(queue)
-          this.#scheduleTurnEnd()
+          this.#next.atTurnEnd()
         }
       },
       returned: queue => { if (queue.size > 0) this.#ready.add(queue) },
@@ -220,25 +208,13 @@ export class Dispatcher implements QueueListener {
     return this.#full(queue) || this.#policy.mayGo(queue)
   }
 
-  #schedulePump (): void {
-    if (this.#pumpScheduled) return
-    this.#pumpScheduled = true
-    queueMicrotask(this.#pumpTask)
-  }
-
-  #scheduleTurnEnd (): void {
-    if (this.#turnEndScheduled) return
-    this.#turnEndScheduled = true
-    setImmediate(this.#turnEndTask)
-  }
-
   #safePump (): void {
     try {
       this.#pump()
     } catch (bug) {
       // a throw here must neither crash the process from a microtask nor stall the buffer
       this.hooks.internalError(bug)
-      this.#scheduleTurnEnd()
+      this.#next.atTurnEnd()
       this.#due = true
     }
   }

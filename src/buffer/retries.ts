@@ -1,6 +1,12 @@
 import { IN_FLIGHT, type WriteOp } from '../write/write-op.js'
 import type { Batch } from './batch.js'
 
+/**
+ * Added to maxTimeMS to bound when an ambiguous attempt can still apply: covers the time
+ * between the server starting the command and our seeing the failure, and clock skew.
+ */
+export const FENCE_MARGIN_MS = 1000
+
 export interface BackoffPolicy { baseDelayMs: number, maxDelayMs: number }
 
 /**

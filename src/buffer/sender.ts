@@ -12,7 +12,7 @@ import { isolate, IsolationOutcome, partlyRefused, splittable, wholeRefusal } fr
 import { Batch } from './batch.js'
 import { Latency } from './latency.js'
 import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
-import type { Fence, Retries } from './retries.js'
+import { FENCE_MARGIN_MS, type Fence, type Retries } from './retries.js'
 import type { ServerLiveness } from '../mongo/liveness.js'
 import type { Settler } from './settler.js'
 
@@ -23,19 +23,13 @@ export interface SenderOptions extends RetryPolicy {
   logger: Logger | undefined
 }
 
-/**
- * Added to maxTimeMS to bound when an ambiguous attempt can still apply: covers the time
- * between the server starting the command and our seeing the failure, and clock skew.
- */
-export const FENCE_MARGIN_MS = 1000
-
 /** A batch none of whose writes captured a span links to nothing. */
 const NO_LINKS: readonly TraceLink[] = []
 
 /**
  * Sends one batch as one bulkWrite and routes the answer: every write of the batch is
  * settled (Settler), put back in its queue, or handed to Retries — exactly once, whatever the
- * driver answers — and then the batch is returned to the Dispatcher.
+ * driver answers — and then the batch is returned to its queue (which tells the Dispatcher).
  */
 export class Sender {
   readonly #unordered: BulkWriteOptions
@@ -61,9 +55,7 @@ export class Sender {
     readonly driverRetries: DriverRetries,
     readonly identity: ServerIdentity,
     readonly liveness: ServerLiveness,
-    readonly tracing: Tracing,
-    /** the batch's answer was handled */
-    readonly returned: (batch: Batch) => void
+    readonly tracing: Tracing
   ) {
     const wc = options.writeConcern
     // functions in a document are never stored (as BSON code), whatever the client's serializeFunctions
@@ -133,7 +125,7 @@ export class Sender {
   }
 
   #return (batch: Batch): void {
-    if (batch.finish()) this.returned(batch)
+    if (batch.finish()) batch.queue.returned(batch) // the queue frees its targets and tells the Dispatcher
   }
 
   #acknowledged (batch: Batch, result: BulkWriteResult | undefined): void {

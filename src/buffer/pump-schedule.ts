@@ -1,0 +1,43 @@
+import { AsyncResource } from 'node:async_hooks'
+
+/**
+ * When the Dispatcher's pump runs next: `soon()` in a microtask (a batch returned, something
+ * is due), `atTurnEnd()` in a `setImmediate` — after the I/O callbacks of this event-loop turn
+ * and their microtasks, so the writes of every request handled in this turn share one batch.
+ * Each is scheduled at most once until it runs. (The third way, the wake-up at a linger's end,
+ * is the WakeTimer.)
+ *
+ * Bound to the async context of the buffer's construction: a send belongs to no caller.
+ * Timers, immediates and microtasks otherwise carry the AsyncLocalStorage of whoever armed
+ * them, and every bulkWrite, driver event and log line of a batch would be attributed to that
+ * one request.
+ */
+export class PumpSchedule {
+  #soon = false
+  #turnEnd = false
+  readonly #soonTask: () => void
+  readonly #turnEndTask: () => void
+
+  constructor (pump: () => void) {
+    this.#soonTask = AsyncResource.bind((): void => {
+      this.#soon = false
+      pump()
+    })
+    this.#turnEndTask = AsyncResource.bind((): void => {
+      this.#turnEnd = false
+      pump()
+    })
+  }
+
+  soon (): void {
+    if (this.#soon) return
+    this.#soon = true
+    queueMicrotask(this.#soonTask)
+  }
+
+  atTurnEnd (): void {
+    if (this.#turnEnd) return
+    this.#turnEnd = true
+    setImmediate(this.#turnEndTask)
+  }
+}
