@@ -39,11 +39,12 @@ export class CollectionQueue implements BatchQueue {
   /** batches in flight */
   #inFlight = 0
   /** Target → the op holding it: taken into a batch (still QUEUED until sent), out, or fenced. */
-  readonly #held = new Map<string, WriteOp>()
+  #held: Map<string, WriteOp> | null = null // made with the first hold: fresh inserts never hold
   /** later writes of a held target, parked until it is released (parked.ts) */
   readonly #parked = new Parked()
   #freshOnly = true
-  readonly #freshOut = new Set<Batch>()
+  /** fresh batches out (made with the first one: a queue of updates never needs it) */
+  #freshOut: Set<Batch> | null = null
   /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
   #nonEmptySince = 0
   /** lingering writes: later writes of their target join them as they are pushed (see push) */
@@ -108,7 +109,7 @@ export class CollectionQueue implements BatchQueue {
     this.#bytes -= bytes
     if (freed === null) return
     const next: WriteOp[] = []
-    for (const target of freed) if (!this.#held.has(target)) this.#parked.release(target, next)
+    for (const target of freed) if (this.#held?.has(target) !== true) this.#parked.release(target, next)
     this.#toHead(next)
   }
 
@@ -116,16 +117,20 @@ export class CollectionQueue implements BatchQueue {
   take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
     if (this.ordered && this.#out > 0) return null
     if (this.#freshOnly && !this.ordered) return this.#apply(selectFresh(this.#list, limits, at.now), true, expired)
-    if (this.#freshOut.size > 0) this.#holdFreshOut()
+    if (this.#freshOut !== null && this.#freshOut.size > 0) this.#holdFreshOut()
     return this.#apply(select(this.#list, this.#targets, limits, at, this.ordered), false, expired)
   }
 
-  /** What select() reads of the held and parked targets. */
-  readonly #targets: Targets = {
-    holder: target => this.#held.get(target),
-    hold: (target, op) => { this.#held.set(target, op) },
-    parkedOf: target => this.#parked.chainOf(target),
-    isHead: op => this.#parked.isHead(op),
+  /** What select() reads of the held and parked targets (made with the first take that needs it). */
+  #targetsView: Targets | null = null
+  get #targets (): Targets {
+    this.#targetsView ??= {
+      holder: target => this.#held?.get(target),
+      hold: (target, op) => { (this.#held ??= new Map()).set(target, op) },
+      parkedOf: target => this.#parked.chainOf(target),
+      isHead: op => this.#parked.isHead(op),
+    }
+    return this.#targetsView
   }
 
   /** Applies a selection: writes parked, the list resumed, then what left dequeued. */
@@ -151,7 +156,7 @@ export class CollectionQueue implements BatchQueue {
     // the queue wait starts over for what stays queued
     out.queuedAt = this.#nonEmptySince
     if (this.#size > 0) this.#nonEmptySince = performance.now()
-    if (fresh) this.#freshOut.add(out)
+    if (fresh) (this.#freshOut ??= new Set()).add(out)
     return out
   }
 
@@ -174,8 +179,8 @@ export class CollectionQueue implements BatchQueue {
   }
 
   #holdFreshOut (): void {
-    for (const batch of this.#freshOut) for (const op of batch.ops) this.#held.set(op.target, op)
-    this.#freshOut.clear()
+    for (const batch of this.#freshOut ?? []) for (const op of batch.ops) (this.#held ??= new Map()).set(op.target, op)
+    this.#freshOut?.clear()
   }
 
   /** A batch's answer was handled: its targets are free again, and the listener is told. */
@@ -187,10 +192,10 @@ export class CollectionQueue implements BatchQueue {
 
   #release (batch: Batch): void {
     this.#out--
-    if (this.#freshOut.delete(batch)) return
+    if (this.#freshOut?.delete(batch) === true) return
     const unparked: WriteOp[] = []
     for (const op of batch.ops) {
-      this.#held.delete(op.target)
+      this.#held?.delete(op.target)
       // an op put back in the queue (partly failed, uncoalesced) still goes before what is
       // parked behind it: that stays parked until it is taken again
       if (this.#parked.size > 0 && op.state !== QUEUED) this.#parked.release(op.target, unparked)
@@ -206,7 +211,7 @@ export class CollectionQueue implements BatchQueue {
   /** `batch` waits to be retried: it is out again and holds its targets meanwhile. */
   holdForRetry (batch: Batch): void {
     this.#out++
-    for (const op of batch.ops) this.#held.set(op.target, op)
+    for (const op of batch.ops) (this.#held ??= new Map()).set(op.target, op)
   }
 
   /** The retry wait is over: its unsettled ops go back to the head of the queue, in order. */
@@ -215,7 +220,7 @@ export class CollectionQueue implements BatchQueue {
     const live: WriteOp[] = []
     const unparked: WriteOp[] = []
     for (const op of batch.ops) {
-      this.#held.delete(op.target)
+      this.#held?.delete(op.target)
       if (op.state === IN_FLIGHT) {
         op.sendAgain()
         live.push(op)

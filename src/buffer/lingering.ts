@@ -8,11 +8,11 @@ import { lingerEndFor, QUEUED, type WriteOp } from '../write/write-op.js'
  */
 export class Lingering {
   /** Target → the lingering write later writes of that target join. */
-  readonly #leaders = new Map<string, WriteOp>()
+  #leaders: Map<string, WriteOp> | null = null // made when a write first lingers
   /** Date.now() when the earliest linger left queued ends; 0 = none */
   end = 0
 
-  get empty (): boolean { return this.#leaders.size === 0 }
+  get empty (): boolean { return (this.#leaders?.size ?? 0) === 0 }
 
   /**
    * Coalesces `op` into the lingering write of its target if it can (returns true); otherwise
@@ -21,7 +21,7 @@ export class Lingering {
    */
   join (op: WriteOp, coalesce: boolean): boolean {
     const target = op.target
-    const leader = this.#leaders.get(target)
+    const leader = this.#leaders?.get(target)
     if (leader !== undefined) {
       if (coalesce && leader.state === QUEUED && !leader.alone && !op.alone && tryCoalesce(leader, op)) {
         const end = lingerEndFor(op.deadline, leader.lingerUntil)
@@ -31,15 +31,15 @@ export class Lingering {
         }
         return true
       }
-      this.#leaders.delete(target)
+      this.#leaders?.delete(target)
     }
-    if (op.lingerUntil > 0) this.#leaders.set(target, op)
+    if (op.lingerUntil > 0) (this.#leaders ??= new Map()).set(target, op)
     return false
   }
 
   /** `op` left the queue (taken, aborted, expired): no later write joins it any more. */
   left (op: WriteOp): void {
-    if (op.lingerUntil > 0 && this.#leaders.get(op.target) === op) this.#leaders.delete(op.target)
+    if (op.lingerUntil > 0 && this.#leaders?.get(op.target) === op) this.#leaders.delete(op.target)
   }
 
   /** A lingering write stays queued until `until`. */
@@ -48,7 +48,7 @@ export class Lingering {
   }
 
   clear (): void {
-    this.#leaders.clear()
+    this.#leaders = null
     this.end = 0
   }
 }

@@ -50,7 +50,10 @@ export class OpList {
   }
 
   clear (): void {
-    this.items = []
+    // a small array is reused (a queue empties once per batch: a new one each time was garbage
+    // per batch); a large one is let go, so one burst does not pin its memory
+    if (this.items.length <= 1024) this.items.length = 0
+    else this.items = []
     this.head = 0
   }
 }

@@ -10,38 +10,40 @@ import { QUEUED, type WriteOp } from '../write/write-op.js'
  * before it is taken (aborted, expired) releases the next one.
  */
 export class Parked {
-  readonly #chains = new Map<string, WriteOp[]>()
+  // both made when first needed: most queues never park anything (10,000 collections of
+  // inserts cost no maps)
+  #chains: Map<string, WriteOp[]> | null = null
   /** Target → the released write, back in the queue, that its parked writes wait for */
-  readonly #heads = new Map<string, WriteOp>()
+  #heads: Map<string, WriteOp> | null = null
 
-  get size (): number { return this.#chains.size }
+  get size (): number { return this.#chains?.size ?? 0 }
   /** some writes are parked, or wait for a head */
-  get busy (): boolean { return this.#chains.size > 0 || this.#heads.size > 0 }
+  get busy (): boolean { return (this.#chains?.size ?? 0) > 0 || (this.#heads?.size ?? 0) > 0 }
   /** some parked writes wait for a head (see leftAsHead) */
-  get hasHeads (): boolean { return this.#heads.size > 0 }
+  get hasHeads (): boolean { return (this.#heads?.size ?? 0) > 0 }
 
   /** The writes parked behind `target`'s holder, oldest first (select() reads them). */
-  chainOf (target: string): readonly WriteOp[] | undefined { return this.#chains.get(target) }
+  chainOf (target: string): readonly WriteOp[] | undefined { return this.#chains?.get(target) }
 
   park (target: string, op: WriteOp): void {
-    const chain = this.#chains.get(target)
-    if (chain === undefined) this.#chains.set(target, [op])
+    const chain = this.#chains?.get(target)
+    if (chain === undefined) (this.#chains ??= new Map()).set(target, [op])
     else chain.push(op)
   }
 
   /** `target` is free: its first live parked write is pushed to `out` (to go back to the queue's head). */
   release (target: string, out: WriteOp[]): void {
-    const chain = this.#chains.get(target)
+    const chain = this.#chains?.get(target)
     if (chain === undefined) return
     while (chain.length > 0) {
       const op = chain.shift() as WriteOp
       if (live(op)) {
         out.push(op)
-        if (chain.length > 0) this.#heads.set(target, op)
+        if (chain.length > 0) (this.#heads ??= new Map()).set(target, op)
         break
       }
     }
-    if (chain.length === 0) this.#chains.delete(target)
+    if (chain.length === 0) this.#chains?.delete(target)
   }
 
   /**
@@ -49,37 +51,37 @@ export class Parked {
    * those coalesced into it (select.ts), and those that left meanwhile, are dropped.
    */
   taken (target: string, op: WriteOp): void {
-    if (this.#heads.size > 0 && this.#heads.get(target) === op) this.#heads.delete(target)
-    const chain = this.#chains.get(target)
+    if (this.#heads?.get(target) === op) this.#heads.delete(target)
+    const chain = this.#chains?.get(target)
     if (chain === undefined) return
     let n = 0
     for (; n < chain.length; n++) {
       const next = chain[n] as WriteOp
       if (live(next) && !next.merged) break
     }
-    if (n === chain.length) this.#chains.delete(target)
+    if (n === chain.length) this.#chains?.delete(target)
     else if (n > 0) chain.splice(0, n)
   }
 
   /** Whether parked writes wait for `op` (released back to the list, not yet taken). */
   isHead (op: WriteOp): boolean {
-    return this.#heads.size > 0 && this.#heads.get(op.target) === op
+    return this.#heads?.get(op.target) === op
   }
 
   /** `op` left the queue without being taken: true when parked writes waited for it (release them). */
   leftAsHead (op: WriteOp): boolean {
-    if (this.#heads.size === 0 || this.#heads.get(op.target) !== op) return false
+    if (this.#heads?.get(op.target) !== op) return false
     this.#heads.delete(op.target)
     return true
   }
 
   forEach (fn: (op: WriteOp) => void): void {
-    for (const chain of this.#chains.values()) for (const op of chain) fn(op)
+    for (const chain of (this.#chains?.values() ?? [])) for (const op of chain) fn(op)
   }
 
   clear (): void {
-    this.#chains.clear()
-    this.#heads.clear()
+    this.#chains = null
+    this.#heads = null
   }
 }
 
