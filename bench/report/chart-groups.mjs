@@ -136,6 +136,19 @@ function cpuAccount (s) {
   }
 }
 
+function apiPath (s) {
+  const best = Math.max(...s.results.slice(1).map(r => r.rate))
+  return {
+    subtitle: 'docs/s of awaited insertOne through the buffer vs raw unordered bulkWrite (best round of each); app CPU µs per write',
+    rows: s.results.map((r, i) => ({
+      label: r.name.slice(0, 60),
+      value: r.rate,
+      text: `${n(r.rate)} docs/s · ${n(r.cpuUsPerWrite)} µs CPU` + (i === 0 ? ` · ${x(ratioOf(r.rate, best))} best raw` : ''),
+      kind: i === 0 ? 'ours' : 'base',
+    })),
+  }
+}
+
 /** The scale suites: CPU per operation, each row against its smallest case. */
 function scale (s) {
   return {
@@ -149,7 +162,7 @@ function scale (s) {
   }
 }
 
-const GROUPS = { scaleDispatch: scale, scaleCache: scale, cpuAccount, raw, overhead, http, loadCurve, login, loginDetached, coalescing, cacheScale, cacheBus, hotPath }
+const GROUPS = { scaleDispatch: scale, scaleCache: scale, cpuAccount, apiPath, raw, overhead, http, loadCurve, login, loginDetached, coalescing, cacheScale, cacheBus, hotPath }
 
 export function chartGroups (report) {
   return Object.entries(report.suites).map(([key, suite]) => ({

@@ -18,6 +18,7 @@ const EXTRA = {
   cacheBus: r => `p90 ${num(r.p90Ms)} ms, max ${num(r.maxMs)} ms over ${num(r.trials)} trials`,
   login: r => `finds/1k logins ${num(r.findsPer1kLogins)}, finds/user ${num(r.findsPerUser)} (max ${num(r.maxFindsForOneUser)}), update stmts/s ${num(r.updateStatementsPerS)}`,
   coalescing: r => `${r.fields}: ${num(r.updateStatements)} update stmts in ${num(r.updateCommands)} cmds; counts ${r.countsCorrect ? 'ok' : 'WRONG'}; last write wins ${r.lastWriteWins ? 'yes' : 'no'}`,
+  apiPath: r => `app CPU ${num(r.cpuUsPerWrite)} µs/write`,
   cpuAccount: r => `app CPU ${num(r.appUs)} µs/req: Fastify ${num(r.appPct.fastify)}%, library ${num(r.appPct.library)}%, driver ${num(r.appPct.driver)}%, GC (main) ${num(r.appPct.gc)}%; server ${num(r.us.server)} µs/req; rows sum to ${num(r.sumVsWallCpu)}x cores × s`,
   scaleDispatch: r => `${num(r.usPerWrite)} µs/write, ${num(r.ratio)}x the smallest case` + (r.createMs === undefined ? '' : `; first writes to every collection ${num(r.createMs)} ms`),
   scaleCache: r => r.details,
