@@ -18,9 +18,8 @@ let directDb: Db
 let proxy: FaultProxy
 let client: MongoClient
 let db: Db
-/** the restart test's own server, and its start (begun in beforeAll) */
+/** the restart test's own server */
 let privateServer: PrivateServer | undefined
-let booting: Promise<PrivateServer> | undefined
 const report: Record<string, ReturnType<Ledger['audit']> & { unsettled: number }> = {}
 
 async function within<T> (ms: number, p: Promise<T>): Promise<T> {
@@ -49,12 +48,6 @@ async function insertCopies (name: string, from: Db = directDb): Promise<Map<num
 describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twice, every promise settles', () => {
   beforeEach(() => { proxy?.up(); proxy?.resume() })
   beforeAll(async () => {
-    // the restart test's private server boots (initdb, PostgreSQL, FerretDB: ~5 s) while the
-    // tests before it run; the restart test awaits it
-    if (privateServerUnavailable() === '') {
-      booting = startPrivateServer()
-      booting.catch(() => {}) // its failure is the restart test's, when it awaits it
-    }
     ({ client: direct, db: directDb } = await openDb('faults'))
     proxy = await FaultProxy.start(target!.host, target!.port)
     client = new MongoClient(proxy.uri(mongoUri()), { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
@@ -66,7 +59,6 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     await client?.close()
     await proxy?.close()
     await direct?.close()
-    privateServer ??= await booting?.catch(() => undefined) // booted but not used (a filtered run)
     await privateServer?.close()
   })
 
@@ -244,7 +236,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     // a private server of the suite's engine: the shared one is never stopped
     const unavailable = privateServerUnavailable()
     ctx.skip(unavailable !== '', `needs a server process this test may stop and start: ${unavailable}`)
-    const server = privateServer = await (booting ?? startPrivateServer())
+    const server = privateServer = await startPrivateServer()
     const own = new MongoClient(server.uri, { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
     try {
       await own.connect()
