@@ -3,24 +3,7 @@
 // printed as the ratio to its smallest case, measured in the same run (best of 3 interleaved rounds).
 //   node bench/suites/scale-dispatch.mjs            (after npm run build)
 import { WriteBuffer } from '../../dist/index.js'
-
-const ANSWER = { insertedCount: 0, matchedCount: 0, modifiedCount: 0, deletedCount: 0, upsertedCount: 0, upsertedIds: {}, insertedIds: {} }
-
-function stubDb () {
-  const collections = new Map()
-  return {
-    databaseName: 'stub',
-    command: async () => ({ ok: 1 }),
-    collection (name) {
-      let c = collections.get(name)
-      if (c === undefined) {
-        c = { collectionName: name, bulkWrite: () => new Promise(resolve => setImmediate(resolve, ANSWER)) }
-        collections.set(name, c)
-      }
-      return c
-    },
-  }
-}
+import { stubDb } from '../stub-db.mjs'
 
 /** CPU µs per write for `total` awaited writes made by `callers` concurrent loops. */
 async function cpuPerWrite (total, callers, write) {

@@ -8,25 +8,9 @@
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { fork } from 'node:child_process'
+import { stubDb } from '../stub-db.mjs'
 
-const ANSWER = { insertedCount: 0, matchedCount: 0, modifiedCount: 0, deletedCount: 0, upsertedCount: 0, upsertedIds: {}, insertedIds: {} }
 const CALLERS = 1000
-
-function stubDb () {
-  const collections = new Map()
-  return {
-    databaseName: 'stub',
-    command: async () => ({ ok: 1 }),
-    collection (name) {
-      let c = collections.get(name)
-      if (c === undefined) {
-        c = { collectionName: name, bulkWrite: () => new Promise(resolve => setImmediate(resolve, ANSWER)) }
-        collections.set(name, c)
-      }
-      return c
-    },
-  }
-}
 
 /** The writes measured: the document / update of the HTTP suite's route, a new target each. */
 export const CASES = {
