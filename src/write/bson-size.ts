@@ -59,21 +59,26 @@ function valueSize (v: unknown, depth: number): number {
   }
 }
 
-function objectSize (doc: Record<string, unknown>, depth: number): number {
+/** estimateSize rule: no top-level key may start with `$` (a document, a replacement). */
+export const NO_OPERATOR_KEYS = 1
+/** estimateSize rule: leave the top-level `_id` out (the caller is about to give the document a new one). */
+export const SKIP_ID = 2
+
+/** `rules` (estimateSize's) apply to this level's keys only: nested objects are walked with none. */
+function objectSize (doc: Record<string, unknown>, depth: number, rules = 0): number {
   if (depth > MAX_DEPTH) throw new RangeError('value is cyclic or nested too deeply')
   let n = 5
   for (const key in doc) {
     // a NUL byte in a key is not sendable: the exact path finds and names it
     if (key.includes('\0')) throw new NeedsExact()
+    if (rules !== 0) {
+      if ((rules & NO_OPERATOR_KEYS) !== 0 && key.charCodeAt(0) === 36 /* $ */) throw new NeedsExact()
+      if ((rules & SKIP_ID) !== 0 && key === '_id') continue
+    }
     n += 2 + key.length + valueSize(doc[key], depth)
   }
   return n
 }
-
-/** estimateSize rule: no top-level key may start with `$` (a document, a replacement). */
-export const NO_OPERATOR_KEYS = 1
-/** estimateSize rule: leave the top-level `_id` out (the caller is about to give the document a new one). */
-export const SKIP_ID = 2
 
 /**
  * bsonSize's estimate on the hot path, with build-op's checks of the top-level keys made in
@@ -83,14 +88,9 @@ export const SKIP_ID = 2
  * one by one, which name the problem. Never throws.
  */
 export function estimateSize (doc: object, rules: number): number {
-  let n = 5
+  let n: number
   try {
-    for (const key in doc) {
-      if (key.includes('\0')) return -1
-      if ((rules & NO_OPERATOR_KEYS) !== 0 && key.charCodeAt(0) === 36 /* $ */) return -1
-      if ((rules & SKIP_ID) !== 0 && key === '_id') continue
-      n += 2 + key.length + valueSize((doc as Record<string, unknown>)[key], 0)
-    }
+    n = objectSize(doc as Record<string, unknown>, 0, rules)
   } catch {
     return -1
   }

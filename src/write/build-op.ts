@@ -36,12 +36,6 @@ function sizeOf (what: string, value: object): number {
   }
 }
 
-/** sizeOf('filter', filter), its estimate first (which cannot throw). */
-function filterSize (filter: Document): number {
-  const n = estimateSize(filter, 0)
-  return n < 0 ? sizeOf('filter', filter) : n
-}
-
 function checkLimit (what: string, n: number): void {
   if (n >= MAX_BSON_BYTES) {
     throw new InvalidWriteError(`${what} is ${n} bytes, over the 16 MiB BSON document limit (at most ${MAX_BSON_BYTES - 1} bytes can be sent)`)
@@ -237,7 +231,7 @@ export function buildUpdate (many: boolean, filter: unknown, update: unknown, op
     // the server refuses arrayFilters on a pipeline-style update
     throw new InvalidWriteError('arrayFilters cannot be used with an update pipeline')
   }
-  const bytes = filterSize(f) + (quick < 0 ? sizeOf('update', u) : quick)
+  const bytes = sizeOf('filter', f) + (quick < 0 ? sizeOf('update', u) : quick)
   const body: WriteBody = { filter: f, update: u }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'update')
   const kind: Kind = many ? UPDATE_MANY : UPDATE_ONE
@@ -251,7 +245,7 @@ export function buildReplace (filter: unknown, replacement: unknown, options: Re
   const quick = estimateSize(replacement, NO_OPERATOR_KEYS) // the key check and the size in one walk
   if (quick < 0) checkNoOperators('replacement', replacement)
   checkOptions(options, 'replace')
-  const bytes = filterSize(f) + (quick < 0 ? sizeOf('replacement', replacement) : quick)
+  const bytes = sizeOf('filter', f) + (quick < 0 ? sizeOf('replacement', replacement) : quick)
   const body: WriteBody = { filter: f, replacement }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'replace')
   checkStatement('replace statement (filter, replacement, options)', REPLACE_ONE, body, bytes + extra)
@@ -261,7 +255,7 @@ export function buildReplace (filter: unknown, replacement: unknown, options: Re
 export function buildDelete (many: boolean, filter: unknown, options: DeleteOptions | undefined): WriteOp {
   const f = checkFilter(filter)
   checkOptions(options, 'delete')
-  const bytes = filterSize(f)
+  const bytes = sizeOf('filter', f)
   const body: WriteBody = { filter: f }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'delete')
   const kind: Kind = many ? DELETE_MANY : DELETE_ONE
