@@ -45,17 +45,33 @@ async function insertCopies (name: string, from: Db = directDb): Promise<Map<num
   return new Map(rows.map(r => [r._id, r.n]))
 }
 
+/** The driver's view of the proxied server (heartbeats, pool clears), printed in the report: a diagnosis when a test fails, not asserted. */
+const monitorLog: string[] = []
+/** when the heartbeat under way started (0: none) */
+let heartbeatSince = 0
+const t0 = Date.now()
+function watchMonitor (c: MongoClient): void {
+  const note = (line: string): void => { monitorLog.push(`${Date.now() - t0} ms ${line}`); if (monitorLog.length > 400) monitorLog.splice(0, 100) }
+  c.on('serverHeartbeatStarted', () => { heartbeatSince = Date.now() })
+  c.on('serverHeartbeatFailed', e => { heartbeatSince = 0; note(`heartbeat failed after ${e.duration} ms: ${(e.failure as Error)?.message}`) })
+  c.on('serverHeartbeatSucceeded', e => { heartbeatSince = 0; if (e.duration > 1000) note(`heartbeat succeeded after ${e.duration} ms`) })
+  c.on('serverDescriptionChanged', e => { if (e.previousDescription.type !== e.newDescription.type) note(`server ${e.previousDescription.type} -> ${e.newDescription.type} ${e.newDescription.error?.message ?? ''}`) })
+  c.on('connectionPoolCleared', () => { note('pool cleared') })
+  c.on('connectionCheckOutFailed', e => { note(`checkout failed: ${e.reason}`) })
+}
+
 describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twice, every promise settles', () => {
   beforeEach(() => { proxy?.up(); proxy?.resume() })
   beforeAll(async () => {
     ({ client: direct, db: directDb } = await openDb('faults'))
     proxy = await FaultProxy.start(target!.host, target!.port)
     client = new MongoClient(proxy.uri(mongoUri()), { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
+    watchMonitor(client)
     await client.connect()
     db = client.db(directDb.databaseName)
   })
   afterAll(async () => {
-    console.log('fault suite report\n' + JSON.stringify({ ...report, proxyUpstreamErrors: proxy?.upstreamErrors }, null, 1))
+    console.log('fault suite report\n' + JSON.stringify({ ...report, proxyUpstreamErrors: proxy?.upstreamErrors, proxyConnections: proxy?.connections, monitor: monitorLog.slice(-40), heartbeatUnderWayMs: heartbeatSince === 0 ? 0 : Date.now() - heartbeatSince }, null, 1))
     await client?.close()
     await proxy?.close()
     await direct?.close()

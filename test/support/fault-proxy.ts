@@ -31,6 +31,8 @@ export class FaultProxy {
   held = 0
   /** errors of connections to the server, by code (a diagnosis when a test fails: not asserted) */
   readonly upstreamErrors: Record<string, number> = {}
+  /** connections refused while down, accepted, connected to the server, and closed by the server (a diagnosis: not asserted) */
+  readonly connections = { refused: 0, accepted: 0, upstreamConnected: 0, closedByServer: 0 }
 
   private constructor (readonly targetHost: string, readonly targetPort: number) {
     this.#server = net.createServer(client => { this.#accept(client) })
@@ -53,8 +55,9 @@ export class FaultProxy {
   }
 
   #accept (client: net.Socket): void {
-    if (this.#down) { client.destroy(); return }
-    const upstream = net.connect(this.targetPort, this.targetHost)
+    if (this.#down) { this.connections.refused++; client.destroy(); return }
+    this.connections.accepted++
+    const upstream = net.connect(this.targetPort, this.targetHost, () => { this.connections.upstreamConnected++ })
     const pair: [net.Socket, net.Socket] = [client, upstream]
     this.#pairs.add(pair)
     const held = { requestsUntil: 0, repliesUntil: 0, requests: [] as Buffer[], timer: null as NodeJS.Timeout | null }
@@ -78,6 +81,7 @@ export class FaultProxy {
       this.upstreamErrors[code] = (this.upstreamErrors[code] ?? 0) + 1
       close()
     }).on('close', () => {
+      if (this.#pairs.has(pair)) this.connections.closedByServer++
       this.#pairs.delete(pair)
       client.destroy()
     })
