@@ -60,6 +60,21 @@ function watchMonitor (c: MongoClient): void {
   c.on('connectionCheckOutFailed', e => { note(`checkout failed: ${e.reason}`) })
 }
 
+/** The driver's monitor of each server (internal fields, for the report only). */
+function monitorState (c: MongoClient | undefined): unknown {
+  const servers = (c as unknown as { topology?: { s?: { servers?: Map<string, { monitor?: Record<string, unknown> }> } } } | undefined)?.topology?.s?.servers
+  if (servers === undefined) return null
+  return [...servers.values()].map(server => {
+    const m = server.monitor as { s?: { state?: string }, monitorId?: { toJSON?: () => unknown }, connection?: { id?: unknown, closed?: boolean, socket?: { destroyed?: boolean, pending?: boolean, writableLength?: number, readyState?: string } } | null } | undefined
+    const conn = m?.connection
+    return {
+      state: m?.s?.state,
+      interval: m?.monitorId?.toJSON?.(),
+      connection: conn == null ? null : { id: conn.id, closed: conn.closed, destroyed: conn.socket?.destroyed, pending: conn.socket?.pending, writableLength: conn.socket?.writableLength, readyState: conn.socket?.readyState },
+    }
+  })
+}
+
 describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twice, every promise settles', () => {
   beforeEach(() => { proxy?.up(); proxy?.resume() })
   beforeAll(async () => {
@@ -71,7 +86,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     db = client.db(directDb.databaseName)
   })
   afterAll(async () => {
-    console.log('fault suite report\n' + JSON.stringify({ ...report, proxyUpstreamErrors: proxy?.upstreamErrors, proxyConnections: proxy?.connections, monitor: monitorLog.slice(-40), heartbeatUnderWayMs: heartbeatSince === 0 ? 0 : Date.now() - heartbeatSince }, null, 1))
+    console.log('fault suite report\n' + JSON.stringify({ ...report, proxyUpstreamErrors: proxy?.upstreamErrors, proxyConnections: proxy?.connections, monitor: monitorLog.slice(-40), heartbeatUnderWayMs: heartbeatSince === 0 ? 0 : Date.now() - heartbeatSince, monitorState: monitorState(client) }, null, 1))
     await client?.close()
     await proxy?.close()
     await direct?.close()
