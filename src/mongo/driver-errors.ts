@@ -22,6 +22,21 @@ interface MaybeMongoError {
 const OVERLOADED = 462
 
 /**
+ * A socket's own error that reaches us unwrapped: the driver (mongodb 7.9) rethrows the
+ * socket's 'error' as it is when a command was waiting for 'drain' (`write ECONNRESET`,
+ * `write EPIPE`), not as a MongoNetworkError. It is the same failure: the connection broke
+ * while the command was being sent, so the server may have received it.
+ */
+const SOCKET_ERROR_CODES = new Set([
+  'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ECONNABORTED', 'ENOTCONN', 'ENETDOWN', 'ENETUNREACH', 'EHOSTUNREACH',
+  'ERR_STREAM_DESTROYED', 'ERR_STREAM_WRITE_AFTER_END', 'ERR_SOCKET_CLOSED',
+])
+
+function isSocketError (e: MaybeMongoError, name: string): boolean {
+  return !name.startsWith('Mongo') && typeof e.code === 'string' && SOCKET_ERROR_CODES.has(e.code)
+}
+
+/**
  * A MongoBulkWriteError caused by a network failure has an empty `writeErrors` and wraps
  * the real error in `errorResponse`; unwrap it before deciding anything.
  */
@@ -107,6 +122,7 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome,
     case 'MongoOperationTimeoutError':
       return { outcome: 'unknown', transient: false, error: e }
   }
+  if (isSocketError(e, name)) return { outcome: 'unknown', transient: true, error: e }
   const code = typeof e.code === 'number' ? e.code : undefined
   if (name === 'MongoServerError' || (name === 'MongoBulkWriteError' && code !== undefined)) {
     // a command-level answer from the server, or (a MongoBulkWriteError without an

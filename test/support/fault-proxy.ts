@@ -13,6 +13,21 @@ export interface HoldRule {
 const LINGER_AFTER_HELD_MS = 5_000
 
 /**
+ * The proxy's own cuts reset the driver's side of the connection (RST), as a dropped network
+ * path or a load balancer does, instead of closing it (FIN). A FIN opens a window in the
+ * driver (mongodb 7.9) that wedges its server monitor for good when the server does not
+ * stream heartbeats (no `topologyVersion`: FerretDB, DocumentDB): the socket is destroyed,
+ * its 'close' not yet emitted, and a heartbeat started in that window writes to it and
+ * waits for a 'drain' that never comes. Every later server selection then fails with the
+ * error that made the server Unknown (README, "Known driver issues"). With a reset, the
+ * driver learns of the cut from the socket's error, in the same tick.
+ */
+function cut (socket: net.Socket): void {
+  if (socket.destroyed) return
+  socket.resetAndDestroy()
+}
+
+/**
  * In-process TCP proxy between the driver and the server, for fault tests:
  * cut every connection, drop a connection after N more client bytes (mid-flush),
  * stall traffic, hold matching commands or replies, or refuse connections ("server down").
@@ -55,7 +70,7 @@ export class FaultProxy {
   }
 
   #accept (client: net.Socket): void {
-    if (this.#down) { this.connections.refused++; client.destroy(); return }
+    if (this.#down) { this.connections.refused++; cut(client); return }
     this.connections.accepted++
     const upstream = net.connect(this.targetPort, this.targetHost, () => { this.connections.upstreamConnected++ })
     const pair: [net.Socket, net.Socket] = [client, upstream]
@@ -67,19 +82,20 @@ export class FaultProxy {
       if (wait > 0) { held.timer = setTimeout(deliver, wait); return }
       for (const chunk of held.requests.splice(0)) if (!upstream.destroyed) upstream.write(chunk)
     }
-    const close = (): void => {
+    const close = (reset = false): void => {
       this.#pairs.delete(pair)
-      client.destroy()
+      if (reset) cut(client)
+      else client.destroy()
       // a held request still reaches the server (as in a congested network), then lingers
       if (held.requests.length === 0) upstream.destroy()
       else setTimeout(() => { upstream.destroy() }, held.requestsUntil - Date.now() + LINGER_AFTER_HELD_MS).unref()
     }
-    client.on('error', close).on('close', close)
+    client.on('error', () => { close() }).on('close', () => { close() })
     upstream.on('error', err => {
       // why the proxy could not reach the server (ECONNREFUSED, EADDRNOTAVAIL…): printed by the fault suite's report
       const code = (err as NodeJS.ErrnoException).code ?? err.name
       this.upstreamErrors[code] = (this.upstreamErrors[code] ?? 0) + 1
-      close()
+      close(true)
     }).on('close', () => {
       if (this.#pairs.has(pair)) this.connections.closedByServer++
       this.#pairs.delete(pair)
@@ -107,7 +123,7 @@ export class FaultProxy {
           upstream.write(chunk.subarray(0, Math.max(0, chunk.length + this.#dropAfter)))
           this.#dropAfter = -1
           this.cuts++
-          close()
+          close(true)
           return
         }
       }
@@ -131,7 +147,7 @@ export class FaultProxy {
 
   /** Destroys every open connection (both directions). */
   cutAll (): void {
-    for (const [a, b] of this.#pairs) { a.destroy(); b.destroy() }
+    for (const [a, b] of this.#pairs) { cut(a); b.destroy() }
     this.cuts += this.#pairs.size
     this.#pairs.clear()
   }

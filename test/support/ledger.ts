@@ -6,7 +6,7 @@
  *   outcome 'unknown' → zero or one copy;
  *   never more than one copy (nothing applied twice), never an unsettled promise.
  */
-export interface Told { marker: number, ok: boolean, outcome?: string, code?: unknown }
+export interface Told { marker: number, ok: boolean, outcome?: string, code?: unknown, message?: string }
 
 export class Ledger {
   readonly told: Told[] = []
@@ -16,11 +16,22 @@ export class Ledger {
     this.#unsettled++
     return p.then(
       () => { this.told.push({ marker, ok: true }) },
-      (err: { outcome?: string, code?: unknown }) => { this.told.push({ marker, ok: false, outcome: err.outcome, code: err.code }) }
+      (err: { outcome?: string, code?: unknown, message?: string }) => { this.told.push({ marker, ok: false, outcome: err.outcome, code: err.code, message: err.message }) }
     ).finally(() => { this.#unsettled-- })
   }
 
   get unsettled (): number { return this.#unsettled }
+
+  /** How many callers were told each failure (`outcome code: message`), for a failing test's report. */
+  failures (): Record<string, number> {
+    const byKind: Record<string, number> = {}
+    for (const t of this.told) {
+      if (t.ok) continue
+      const key = `${String(t.outcome)} ${String(t.code)}: ${t.message ?? ''}`
+      byKind[key] = (byKind[key] ?? 0) + 1
+    }
+    return byKind
+  }
 
   /** `copies` maps marker → how many documents (or applications) the database shows. */
   audit (copies: Map<number, number>): { attempted: number, acknowledged: number, found: number, lost: number, duplicated: number, phantom: number, unknown: number } {

@@ -114,6 +114,15 @@ export function networkError (): Error {
   return named('MongoNetworkError', 'connection 1 to 127.0.0.1:27017 closed')
 }
 
+/**
+ * What the driver (mongodb 7.9) throws when the connection is reset while a bulkWrite waits to
+ * write ('drain'): the socket's own error, a plain Error, wrapped like a network error.
+ */
+export function wrappedSocketError (code = 'ECONNRESET'): Error {
+  const cause = Object.assign(new Error(`write ${code}`), { code, errno: -104, syscall: 'write' })
+  return named('MongoBulkWriteError', cause.message, { errorResponse: cause, writeErrors: [], result: bulkResult() })
+}
+
 /** What the driver throws when the connection drops under a bulkWrite: the network error, wrapped. */
 export function wrappedNetworkError (result: Document = bulkResult()): Error {
   const cause = networkError()

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { ObjectId } from 'mongodb'
 import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../../src/index.js'
 import {
-  bulkResult, bulkWriteError, networkError, rejectWith, serverSelectionError, settle, wrappedNetworkError, writeConcernError,
+  bulkResult, bulkWriteError, networkError, rejectWith, serverSelectionError, settle, wrappedNetworkError, wrappedSocketError, writeConcernError,
 } from './fake-db.js'
 import { fastForward, harness, loose, useFakeClock } from './harness.js'
 
@@ -92,6 +92,23 @@ describe('outcomes: the whole bulkWrite failed', () => {
     expect(fake.calls).toHaveLength(2)
     expect(fake.calls[1]?.ids).toEqual(results.map(r => r.insertedId))
     expect(fake.docs('c')).toHaveLength(2)
+  })
+
+  it('a reset socket the driver reports as a plain Error (write ECONNRESET) is a network error: inserts are retried, a $inc ends unknown', async () => {
+    useFakeClock()
+    const { fake, wb, c } = harness(FAST_RETRY)
+    fake.seed('c', { _id: 1, n: 0 })
+    // the first write goes alone (nothing in flight), the second in the next batch: both fail
+    fake.next(rejectWith(() => wrappedSocketError()), rejectWith(() => wrappedSocketError('EPIPE')))
+    const [inc, insert] = await fastForward(Promise.all([
+      settle(c.updateOne({ _id: 1 }, { $inc: { n: 1 } })),
+      settle(c.insertOne({ i: 1 })),
+    ])).then(s => s.status === 'fulfilled' ? s.value : [])
+    expect(insert?.status).toBe('fulfilled')
+    expect(reasonOf(inc)).toMatchObject({ code: ErrorCodes.BATCH_FAILED, outcome: 'unknown', attempts: 1 })
+    expect((reasonOf(inc).cause as { code?: string }).code).toBe('ECONNRESET')
+    expect(fake.calls.map(call => call.ids)).toEqual([[1], [insert?.status === 'fulfilled' && insert.value.insertedId], [insert?.status === 'fulfilled' && insert.value.insertedId]]) // the insert went again, the $inc did not
+    expect(wb.stats().retries).toBe(1)
   })
 
   it.each([
