@@ -20,6 +20,7 @@ let client: MongoClient
 let db: Db
 /** the restart test's own server */
 let privateServer: PrivateServer | undefined
+let privateServerBoot: Promise<PrivateServer> | undefined
 const report: Record<string, ReturnType<Ledger['audit']> & { unsettled: number }> = {}
 
 async function within<T> (ms: number, p: Promise<T>): Promise<T> {
@@ -79,6 +80,11 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
   beforeAll(async () => {
     ({ client: direct, db: directDb } = await openDb('faults'))
     proxy = await FaultProxy.start(target!.host, target!.port)
+    // the restart test's own server boots (a few seconds of initdb and start-up) while the tests before it run
+    if (privateServerUnavailable() === '') {
+      privateServerBoot = startPrivateServer()
+      privateServerBoot.catch(() => {}) // awaited (and reported) by the restart test
+    }
   })
   // each test its own client through the proxy: whatever a fault leaves in one client's state
   // (its pool, its server monitor) cannot fail the tests after it
@@ -102,7 +108,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     console.log('fault suite report\n' + JSON.stringify(report, null, 1))
     await proxy?.close()
     await direct?.close()
-    await privateServer?.close()
+    await (privateServer ?? await privateServerBoot?.catch(() => undefined))?.close()
   })
 
   it('connections cut during flushes under concurrent load', async () => {
@@ -280,7 +286,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     // a private server of the suite's engine: the shared one is never stopped
     const unavailable = privateServerUnavailable()
     ctx.skip(unavailable !== '', `needs a server process this test may stop and start: ${unavailable}`)
-    const server = privateServer = await startPrivateServer()
+    const server = privateServer = await (privateServerBoot ?? startPrivateServer())
     const own = new MongoClient(server.uri, { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
     try {
       await own.connect()
