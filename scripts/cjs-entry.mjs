@@ -1,4 +1,4 @@
-// The CommonJS entry as Fastify plugins have it (called by scripts/build.mjs after both tsc runs):
+// The CommonJS entry as Fastify plugins have it (called by scripts/build.mjs once both builds are written):
 //   require('fastify-write-buffer')                      → the plugin function itself,
 //   require('fastify-write-buffer').default              → the same function,
 //   require('fastify-write-buffer').fastifyWriteBuffer   → the same function,
@@ -27,7 +27,9 @@ module.exports = Object.assign(exports.default, exports);
   writeFileSync(dts, declarations(dts))
   const options = { strict: true, noEmit: true, module: ts.ModuleKind.CommonJS, moduleResolution: ts.ModuleResolutionKind.Node10, types: ['node'], skipLibCheck: false }
   const program = ts.createProgram([dts], options)
-  const problems = ts.getPreEmitDiagnostics(program).filter(d => d.file?.fileName === dts)
+  // the rewritten file's own diagnostics: checking it resolves what it uses, not every library's declarations
+  const file = program.getSourceFile(dts)
+  const problems = [...program.getSyntacticDiagnostics(file), ...program.getSemanticDiagnostics(file)]
   if (problems.length > 0) {
     throw new Error(ts.formatDiagnostics(problems, { getCanonicalFileName: f => f, getCurrentDirectory: () => cjsDir, getNewLine: () => '\n' }))
   }
