@@ -1,11 +1,15 @@
-// npm test: lint, build and typecheck side by side (three independent single-threaded tools: on two
-// cores this halves their wall time), then vitest, which gets the arguments after `--`
-// (`npm test -- test/x.test.ts`, .ci/run's reporters). Each tool's output is printed whole once it
-// ends, in this order, so the three never interleave; any failure fails the run before vitest.
+// npm test: lint, build, typecheck and the unit tests side by side (the unit tests need neither
+// the build nor a server), then the integration tests. Each check's output is printed whole once
+// it ends, in this order, so they never interleave; the unit tests print as they run. A failing
+// check stops the run before the integration tests; a failing unit test fails it at the end.
+// Arguments after `--` go to both vitest runs (`npm test -- test/x.test.ts`, .ci/run's
+// reporters); a `--outputFile.json=F` report is the two runs merged into F. With `--project` in
+// them, one vitest run after the checks does what they ask.
 // The typecheck is incremental (its .tsbuildinfo in node_modules/.cache, outside git): tsc's own
 // cache, exact by design. ESLint runs without --cache: its cache is per file, and the type-aware
 // rules of src/ depend on other files.
 import { spawn } from 'node:child_process'
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -41,7 +45,19 @@ function run ({ args }, stdio = 'pipe') {
   })
 }
 
+const passed = process.argv.slice(2)
+const split = !passed.some(a => a === '--project' || a.startsWith('--project='))
+const JSON_OPTION = '--outputFile.json='
+const report = passed.find(a => a.startsWith(JSON_OPTION))?.slice(JSON_OPTION.length)
+/** The arguments for one vitest run: its projects, and its own JSON report when one is asked for. */
+function vitestArgs (projects, reportFile) {
+  const args = passed.map(a => a.startsWith(JSON_OPTION) && reportFile !== undefined ? JSON_OPTION + reportFile : a)
+  return [bin('vitest'), 'run', ...projects.flatMap(p => ['--project', p]), ...(split ? ['--passWithNoTests'] : []), ...args]
+}
+
 const started = performance.now()
+const unitReport = report === undefined ? undefined : `${report}.unit.json`
+const unit = split ? run({ args: vitestArgs(['unit'], unitReport) }, 'inherit') : Promise.resolve({ code: 0 })
 const results = await Promise.all(checks.map(async check => {
   const t = performance.now()
   const r = await run(check)
@@ -52,8 +68,29 @@ for (const r of results) {
   process.stdout.write(`> ${r.name}: ${r.code === 0 ? 'ok' : `FAILED (exit ${r.code})`} in ${r.s} s\n${r.out}`)
   if (r.code !== 0) failed = true
 }
-process.stdout.write(`> lint, build, typecheck: ${((performance.now() - started) / 1000).toFixed(1)} s\n`)
-if (failed) process.exit(1)
+const unitCode = (await unit).code
+process.stdout.write(`> lint, build, typecheck${split ? ' and the unit tests' : ''}: ${((performance.now() - started) / 1000).toFixed(1)} s\n`)
+if (failed) {
+  if (report !== undefined && unitReport !== undefined) mergeReports(report, unitReport)
+  process.exit(1)
+}
 
-const vitest = await run({ args: [bin('vitest'), 'run', ...process.argv.slice(2)] }, 'inherit')
-process.exit(vitest.code)
+const vitest = await run({ args: vitestArgs(split ? ['integration', 'integration-solo'] : []) }, 'inherit')
+if (report !== undefined && unitReport !== undefined) mergeReports(report, unitReport)
+process.stdout.write(`> npm test: ${((performance.now() - started) / 1000).toFixed(1)} s\n`)
+process.exit(unitCode !== 0 ? unitCode : vitest.code)
+
+/** Adds the unit run's JSON report (vitest's json reporter, Jest's shape) into the integration run's. */
+function mergeReports (into, from) {
+  if (!existsSync(from)) return
+  const a = existsSync(into) ? JSON.parse(readFileSync(into, 'utf8')) : undefined
+  const b = JSON.parse(readFileSync(from, 'utf8'))
+  rmSync(from)
+  if (a === undefined) { writeFileSync(into, JSON.stringify(b)); return }
+  const merged = { ...a }
+  for (const key of Object.keys(a)) if (key.startsWith('num') && typeof a[key] === 'number' && typeof b[key] === 'number') merged[key] = a[key] + b[key]
+  merged.success = a.success === true && b.success === true
+  merged.startTime = Math.min(a.startTime, b.startTime)
+  merged.testResults = [...b.testResults, ...a.testResults]
+  writeFileSync(into, JSON.stringify(merged))
+}
