@@ -32,6 +32,32 @@ async function collectionsRow (n, total) {
 }
 
 /**
+ * CPU µs per write when only the number of collections changes: waves of PER_COLLECTION writes
+ * to each of WINDOW collections (taken in turn from the `n`), sent in one turn and awaited
+ * together, `total` writes in all. Every wave has the same writes in flight and every batch the
+ * same shape (a collection's first write at once, the rest together) whatever `n`, so the ratio
+ * between collection counts is what the number of collections itself costs.
+ */
+const PER_COLLECTION = 10
+const WINDOW = 100
+async function sameBatchesRow (n, total) {
+  const wb = new WriteBuffer(stubDb())
+  const handles = Array.from({ length: n }, (_, i) => wb.collection(`c${i}`))
+  await Promise.all(handles.map(h => h.insertOne({ x: 0 })))
+  const wave = WINDOW * PER_COLLECTION
+  const waves = Math.ceil(total / wave)
+  const t0 = process.cpuUsage()
+  for (let w = 0; w < waves; w++) {
+    const writes = new Array(wave)
+    for (let i = 0; i < wave; i++) writes[i] = handles[(w * WINDOW + i % WINDOW) % n].insertOne({ i })
+    await Promise.all(writes)
+  }
+  const d = process.cpuUsage(t0)
+  await wb.close()
+  return { us: (d.user + d.system) / (waves * wave) }
+}
+
+/**
  * The stub's own cost per batch, measured alone: a bare loop of the calls it answers for each
  * batch (one bulkWrite, its promise and its setImmediate), awaited by as many callers as the
  * buffer keeps bulkWrites in flight (maxInFlight, 4 by default) over the same 10,000 collections.
@@ -65,11 +91,14 @@ export async function scaleDispatchSuite ({ scaleWrites = 100_000 } = {}) {
       // the same, less the stub's own cost of each batch (its row): what our code adds per write
       collections10kVs1WithoutStub: rows.find(r => r.case === '10000 collections')?.oursRatio ?? null,
       callers4000Vs100: ratio('4000 callers, one document, no merging'),
+      // the same waves (10 writes to each of 100 collections taken in turn) over 10,000 collections and over 100
+      collections10kVs100SameBatches: ratio(`10000 collections, waves of ${PER_COLLECTION} writes to ${WINDOW} of them`),
     },
     notes: [
       'stub Db: bulkWrite answers after one setImmediate, so the CPU measured is our own code; 1,000 callers await inserts round-robin over N collections; callers of one document send $push (never merged)',
       'at 10,000 collections each batch holds about one write (1,000 callers over 10,000 collections): the ratio left is the per-batch cost, not a walk over the collections',
       'the stub row is the stub alone (a bare loop of its bulkWrite calls, 4 in flight): its µs per call is in every batch, ours or not; collections10kVs1WithoutStub subtracts it',
+      `same batches: waves of ${PER_COLLECTION} writes to each of ${WINDOW} collections taken in turn from N, sent in one turn and awaited together: the writes in flight and the batches are the same at every N, so the ratio is what the number of collections costs by itself`,
     ],
   }
 }
@@ -88,6 +117,7 @@ async function measure (scaleWrites) {
   for (let round = 0; round < ROUNDS; round++) {
     for (const n of [1, 100, 10_000]) keep(n, await collectionsRow(n, scaleWrites))
     keep('stub', await stubRow(scaleWrites))
+    for (const n of [WINDOW, 10_000]) keep(`same${n}`, await sameBatchesRow(n, scaleWrites))
     for (const callers of [100, 4_000]) keep(`doc${callers}`, await oneDocumentRow(callers, 20_000))
   }
   const base = best.get(1)
@@ -100,6 +130,11 @@ async function measure (scaleWrites) {
     rows.push(row)
   }
   rows.push({ case: 'stub alone: its bulkWrite per batch', usPerWrite: +stub.us.toFixed(2), ratio: +(stub.us / base.us).toFixed(2) })
+  const sameBase = best.get(`same${WINDOW}`)
+  for (const n of [WINDOW, 10_000]) {
+    const r = best.get(`same${n}`)
+    rows.push({ case: `${n} collections, waves of ${PER_COLLECTION} writes to ${WINDOW} of them`, usPerWrite: +r.us.toFixed(2), ratio: +(r.us / sameBase.us).toFixed(2) })
+  }
   const few = best.get('doc100')
   for (const callers of [100, 4_000]) {
     const r = best.get(`doc${callers}`)
