@@ -15,6 +15,7 @@ import { createRequire } from 'node:module'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import { compileFunction } from 'node:vm'
 import { writeCjsEntry } from './cjs-entry.mjs'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -24,23 +25,37 @@ const ts = require('typescript')
 const dist = join(root, 'dist')
 const cjs = join(dist, 'cjs')
 
+function fail (message) {
+  process.stderr.write(`${message}\n`)
+  process.exit(1)
+}
+
 rmSync(dist, { recursive: true, force: true })
 try {
   await promisify(execFile)(process.execPath, [tsc, '-p', 'tsconfig.build.json'], { cwd: root })
 } catch (err) {
-  process.stderr.write(`${err.stdout ?? ''}${err.stderr ?? ''}${err.stdout || err.stderr ? '' : err.message}\n`)
-  process.exit(1)
+  fail(`${err.stdout ?? ''}${err.stderr ?? ''}${err.stdout || err.stderr ? '' : err.message}`)
 }
 
 const config = ts.getParsedCommandLineOfConfigFile(join(root, 'tsconfig.build.cjs.json'), {}, {
   ...ts.sys,
   onUnRecoverableConfigFileDiagnostic: d => { throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n')) },
 })
+if (config.errors.length > 0) fail(config.errors.map(d => ts.flattenDiagnosticMessageText(d.messageText, '\n')).join('\n'))
 const src = join(root, 'src')
 for (const file of config.fileNames) {
-  if (!file.endsWith('.ts') || file.endsWith('.d.ts')) continue
+  if (/\.d\.[cm]?ts$/.test(file)) continue
+  if (!file.endsWith('.ts')) fail(`${relative(root, file)}: the CommonJS build transpiles .ts files only`)
   const path = relative(src, file).replace(/\.ts$/, '')
   const { outputText } = ts.transpileModule(readFileSync(file, 'utf8'), { compilerOptions: config.options, fileName: file })
+  // what the second tsc run rejected and a transpile does not see: source that is valid only as
+  // an ES module (import.meta, a top-level await) would throw when required; Node parses it here
+  // as the CommonJS module it becomes
+  try {
+    compileFunction(outputText, ['exports', 'require', 'module', '__filename', '__dirname'], { filename: file })
+  } catch (err) {
+    fail(`${relative(root, file)}: not valid as CommonJS (${err.message}); no import.meta or top-level await in src`)
+  }
   mkdirSync(dirname(join(cjs, path)), { recursive: true })
   writeFileSync(join(cjs, `${path}.js`), outputText)
   copyFileSync(join(dist, `${path}.d.ts`), join(cjs, `${path}.d.ts`))

@@ -2,9 +2,10 @@
 // the build nor a server), then the integration tests. Each check's output is printed whole once
 // it ends, in this order, so they never interleave; the unit tests print as they run. A failing
 // check stops the run before the integration tests; a failing unit test fails it at the end.
-// Arguments after `--` go to both vitest runs (`npm test -- test/x.test.ts`, .ci/run's
-// reporters); a `--outputFile.json=F` report is the two runs merged into F. With `--project` in
-// them, one vitest run after the checks does what they ask.
+// Arguments after `--` go to both vitest runs (.ci/run's reporters); a `--outputFile.json=F`
+// report is the two runs merged into F. With a file filter (`npm test -- test/x.test.ts`) or a
+// `--project` among them, one vitest run after the checks does what they ask (and says so when
+// no file matches).
 // The typecheck is incremental (its .tsbuildinfo in node_modules/.cache, outside git): tsc's own
 // cache, exact by design. ESLint runs without --cache: its cache is per file, and the type-aware
 // rules of src/ depend on other files.
@@ -46,17 +47,19 @@ function run ({ args }, stdio = 'pipe') {
 }
 
 const passed = process.argv.slice(2)
-const split = !passed.some(a => a === '--project' || a.startsWith('--project='))
 const JSON_OPTION = '--outputFile.json='
+// options only (reporters and the like, each `--name=value`): a filter or a project choice runs vitest once
+const split = passed.every(a => a.startsWith('--') && a.includes('=') && !a.startsWith('--project='))
 const report = passed.find(a => a.startsWith(JSON_OPTION))?.slice(JSON_OPTION.length)
 /** The arguments for one vitest run: its projects, and its own JSON report when one is asked for. */
 function vitestArgs (projects, reportFile) {
   const args = passed.map(a => a.startsWith(JSON_OPTION) && reportFile !== undefined ? JSON_OPTION + reportFile : a)
-  return [bin('vitest'), 'run', ...projects.flatMap(p => ['--project', p]), ...(split ? ['--passWithNoTests'] : []), ...args]
+  return [bin('vitest'), 'run', ...projects.flatMap(p => ['--project', p]), ...args]
 }
 
 const started = performance.now()
-const unitReport = report === undefined ? undefined : `${report}.unit.json`
+const unitReport = split && report !== undefined ? `${report}.unit.json` : undefined
+if (unitReport !== undefined) rmSync(unitReport, { force: true })
 const unit = split ? run({ args: vitestArgs(['unit'], unitReport) }, 'inherit') : Promise.resolve({ code: 0 })
 const results = await Promise.all(checks.map(async check => {
   const t = performance.now()
@@ -71,12 +74,13 @@ for (const r of results) {
 const unitCode = (await unit).code
 process.stdout.write(`> lint, build, typecheck${split ? ' and the unit tests' : ''}: ${((performance.now() - started) / 1000).toFixed(1)} s\n`)
 if (failed) {
-  if (report !== undefined && unitReport !== undefined) mergeReports(report, unitReport)
+  // no report: a summary built from the unit tests alone would read as a passing run
+  if (unitReport !== undefined) rmSync(unitReport, { force: true })
   process.exit(1)
 }
 
 const vitest = await run({ args: vitestArgs(split ? ['integration', 'integration-solo'] : []) }, 'inherit')
-if (report !== undefined && unitReport !== undefined) mergeReports(report, unitReport)
+if (unitReport !== undefined) mergeReports(report, unitReport)
 process.stdout.write(`> npm test: ${((performance.now() - started) / 1000).toFixed(1)} s\n`)
 process.exit(unitCode !== 0 ? unitCode : vitest.code)
 

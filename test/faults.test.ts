@@ -21,6 +21,8 @@ let db: Db
 /** the restart test's own server */
 let privateServer: PrivateServer | undefined
 let privateServerBoot: Promise<PrivateServer> | undefined
+/** the restart test's client's monitor, as it was before that client closed (printed if the test fails) */
+let ownMonitor: unknown
 const report: Record<string, ReturnType<Ledger['audit']> & { unsettled: number }> = {}
 
 async function within<T> (ms: number, p: Promise<T>): Promise<T> {
@@ -98,7 +100,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
   })
   afterEach(async (ctx) => {
     if (ctx.task.result?.state === 'fail') {
-      console.log(`${ctx.task.name}: the driver's view of the proxied server\n` + JSON.stringify({ proxyUpstreamErrors: proxy.upstreamErrors, proxyConnections: proxy.connections, monitor: monitorLog.slice(-40), heartbeatUnderWayMs: heartbeatSince === 0 ? 0 : Date.now() - heartbeatSince, monitorState: monitorState(client) }, null, 1))
+      console.log(`${ctx.task.name}: the driver's view of the server\n` + JSON.stringify({ proxyUpstreamErrors: proxy.upstreamErrors, proxyConnections: proxy.connections, monitor: monitorLog.slice(-40), heartbeatUnderWayMs: heartbeatSince === 0 ? 0 : Date.now() - heartbeatSince, monitorState: ownMonitor ?? monitorState(client) }, null, 1))
     }
     monitorLog.length = 0
     heartbeatSince = 0
@@ -106,9 +108,12 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
   })
   afterAll(async () => {
     console.log('fault suite report\n' + JSON.stringify(report, null, 1))
-    await proxy?.close()
-    await direct?.close()
-    await (privateServer ?? await privateServerBoot?.catch(() => undefined))?.close()
+    try {
+      await proxy?.close()
+      await direct?.close()
+    } finally {
+      await (privateServer ?? await privateServerBoot?.catch(() => undefined))?.close()
+    }
   })
 
   it('connections cut during flushes under concurrent load', async () => {
@@ -288,6 +293,8 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     ctx.skip(unavailable !== '', `needs a server process this test may stop and start: ${unavailable}`)
     const server = privateServer = await (privateServerBoot ?? startPrivateServer())
     const own = new MongoClient(server.uri, { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
+    // the real server closes its connections with a FIN: the driver's monitor wedge (README) stays possible here
+    watchMonitor(own)
     try {
       await own.connect()
       const ownDb = own.db('fwb_faults_restart')
@@ -330,6 +337,7 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
       expect(wb.stats().retries).toBeGreaterThan(0) // the outage was real
       await wb.close()
     } finally {
+      ownMonitor = monitorState(own)
       await own.close()
     }
   }, 120_000)

@@ -75,8 +75,11 @@ async function round (name: string, direction: 'request' | 'reply', options: Wri
     await new Promise(resolve => setTimeout(resolve, HOLD_MS + 500))
     return { ...await audit(name, v1, v2), held: proxy.held }
   } finally {
-    await client.close()
-    await proxy.close()
+    try {
+      await client.close()
+    } finally {
+      await proxy.close()
+    }
   }
 }
 

@@ -35,7 +35,7 @@ async function collectionsRow (n, total) {
  * CPU µs per write when only the number of collections changes: waves of PER_COLLECTION writes
  * to each of WINDOW collections (taken in turn from the `n`), sent in one turn and awaited
  * together, `total` writes in all. Every wave has the same writes in flight and every batch the
- * same shape (a collection's first write at once, the rest together) whatever `n`, so the ratio
+ * same shape (a collection's writes of a wave go in one batch) whatever `n`, so the ratio
  * between collection counts is what the number of collections itself costs.
  */
 const PER_COLLECTION = 10
