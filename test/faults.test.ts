@@ -2,12 +2,13 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { MongoClient, type Db } from 'mongodb'
 import { WriteBuffer } from '../src/index.js'
 import { FaultProxy, hostPortOf } from './support/fault-proxy.js'
+import { insertCopies as copiesIn, MonitorWatch, monitorState, sleep, within } from './support/fault-run.js'
 import { Ledger } from './support/ledger.js'
-import { privateServerUnavailable, startPrivateServer, type PrivateServer } from './support/private-server.js'
 import { mongoUri, openDb } from './helpers.js'
 
+// The real server stopped and started again: test/server-restart.test.ts (beside the other
+// integration files; these ones run alone: they stop, stall or cut the shared server's traffic).
 const target = hostPortOf(mongoUri())
-const sleep = (ms: number): Promise<void> => new Promise(resolve => setTimeout(resolve, ms))
 /** Polls `done` (set by writes settling elsewhere) every 20 ms until it holds. */
 async function until (done: () => boolean): Promise<void> {
   while (!done()) await sleep(20)
@@ -18,75 +19,15 @@ let directDb: Db
 let proxy: FaultProxy
 let client: MongoClient
 let db: Db
-/** the restart test's own server */
-let privateServer: PrivateServer | undefined
-let privateServerBoot: Promise<PrivateServer> | undefined
-/** the restart test's client's monitor, as it was before that client closed (printed if the test fails) */
-let ownMonitor: unknown
+const watch = new MonitorWatch()
 const report: Record<string, ReturnType<Ledger['audit']> & { unsettled: number }> = {}
 
-async function within<T> (ms: number, p: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error(`not settled within ${ms} ms`)), ms) })
-  try { return await Promise.race([p, timeout]) } finally { clearTimeout(timer) }
-}
-
-async function readAgainOnNetworkError<T> (read: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await read()
-    } catch (err) {
-      const name = (err as Error).name
-      if (attempt >= 5 || !/^Mongo(Network|ServerSelection|PoolCleared)/.test(name)) throw err
-      await sleep(500)
-    }
-  }
-}
-
-async function insertCopies (name: string, from: Db = directDb): Promise<Map<number, number>> {
-  const rows = await from.collection(name).aggregate<{ _id: number, n: number }>([{ $group: { _id: '$marker', n: { $sum: 1 } } }]).toArray()
-  return new Map(rows.map(r => [r._id, r.n]))
-}
-
-/** The driver's view of the proxied server (heartbeats, pool clears), printed when a test fails: a diagnosis, not asserted. */
-const monitorLog: string[] = []
-/** when the heartbeat under way started (0: none) */
-let heartbeatSince = 0
-const t0 = Date.now()
-function watchMonitor (c: MongoClient): void {
-  const note = (line: string): void => { monitorLog.push(`${Date.now() - t0} ms ${line}`); if (monitorLog.length > 400) monitorLog.splice(0, 100) }
-  c.on('serverHeartbeatStarted', () => { heartbeatSince = Date.now() })
-  c.on('serverHeartbeatFailed', e => { heartbeatSince = 0; note(`heartbeat failed after ${e.duration} ms: ${(e.failure as Error)?.message}`) })
-  c.on('serverHeartbeatSucceeded', e => { heartbeatSince = 0; if (e.duration > 1000) note(`heartbeat succeeded after ${e.duration} ms`) })
-  c.on('serverDescriptionChanged', e => { if (e.previousDescription.type !== e.newDescription.type) note(`server ${e.previousDescription.type} -> ${e.newDescription.type} ${e.newDescription.error?.message ?? ''}`) })
-  c.on('connectionPoolCleared', () => { note('pool cleared') })
-  c.on('connectionCheckOutFailed', e => { note(`checkout failed: ${e.reason}`) })
-}
-
-/** The driver's monitor of each server (internal fields, for the report only). */
-function monitorState (c: MongoClient | undefined): unknown {
-  const servers = (c as unknown as { topology?: { s?: { servers?: Map<string, { monitor?: Record<string, unknown> }> } } } | undefined)?.topology?.s?.servers
-  if (servers === undefined) return null
-  return [...servers.values()].map(server => {
-    const m = server.monitor as { s?: { state?: string }, monitorId?: { toJSON?: () => unknown }, connection?: { id?: unknown, closed?: boolean, socket?: { destroyed?: boolean, pending?: boolean, writableLength?: number, readyState?: string } } | null } | undefined
-    const conn = m?.connection
-    return {
-      state: m?.s?.state,
-      interval: m?.monitorId?.toJSON?.(),
-      connection: conn == null ? null : { id: conn.id, closed: conn.closed, destroyed: conn.socket?.destroyed, pending: conn.socket?.pending, writableLength: conn.socket?.writableLength, readyState: conn.socket?.readyState },
-    }
-  })
-}
+const insertCopies = (name: string): Promise<Map<number, number>> => copiesIn(name, directDb)
 
 describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twice, every promise settles', () => {
   beforeAll(async () => {
     ({ client: direct, db: directDb } = await openDb('faults'))
     proxy = await FaultProxy.start(target!.host, target!.port)
-    // the restart test's own server boots (a few seconds of initdb and start-up) while the tests before it run
-    if (privateServerUnavailable() === '') {
-      privateServerBoot = startPrivateServer()
-      privateServerBoot.catch(() => {}) // awaited (and reported) by the restart test
-    }
   })
   // each test its own client through the proxy: whatever a fault leaves in one client's state
   // (its pool, its server monitor) cannot fail the tests after it
@@ -94,26 +35,21 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     proxy.up()
     proxy.resume()
     client = new MongoClient(proxy.uri(mongoUri()), { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
-    watchMonitor(client)
+    watch.watch(client)
     await client.connect()
     db = client.db(directDb.databaseName)
   })
   afterEach(async (ctx) => {
     if (ctx.task.result?.state === 'fail') {
-      console.log(`${ctx.task.name}: the driver's view of the server\n` + JSON.stringify({ proxyUpstreamErrors: proxy.upstreamErrors, proxyConnections: proxy.connections, monitor: monitorLog.slice(-40), heartbeatUnderWayMs: heartbeatSince === 0 ? 0 : Date.now() - heartbeatSince, monitorState: ownMonitor ?? monitorState(client) }, null, 1))
+      console.log(`${ctx.task.name}: the driver's view of the proxied server\n` + JSON.stringify({ proxyUpstreamErrors: proxy.upstreamErrors, proxyConnections: proxy.connections, ...watch.report(monitorState(client)) as object }, null, 1))
     }
-    monitorLog.length = 0
-    heartbeatSince = 0
+    watch.reset()
     await client.close()
   })
   afterAll(async () => {
     console.log('fault suite report\n' + JSON.stringify(report, null, 1))
-    try {
-      await proxy?.close()
-      await direct?.close()
-    } finally {
-      await (privateServer ?? await privateServerBoot?.catch(() => undefined))?.close()
-    }
+    await proxy?.close()
+    await direct?.close()
   })
 
   it('connections cut during flushes under concurrent load', async () => {
@@ -286,59 +222,4 @@ describe.skipIf(target === undefined)('faults: nothing lost, nothing applied twi
     await expect(within(30_000, first)).resolves.toMatchObject({ insertedId: expect.anything() })
     expect(await directDb.collection('stall_close').countDocuments({ n: { $exists: true } })).toBe(1)
   }, 60_000)
-
-  it('the real server process stopped and started again during load', async (ctx) => {
-    // a private server of the suite's engine: the shared one is never stopped
-    const unavailable = privateServerUnavailable()
-    ctx.skip(unavailable !== '', `needs a server process this test may stop and start: ${unavailable}`)
-    const server = privateServer = await (privateServerBoot ?? startPrivateServer())
-    const own = new MongoClient(server.uri, { serverSelectionTimeoutMS: 1500, socketTimeoutMS: 20_000, maxPoolSize: 20 })
-    // the real server closes its connections with a FIN: the driver's monitor wedge (README) stays possible here
-    watchMonitor(own)
-    try {
-      await own.connect()
-      const ownDb = own.db('fwb_faults_restart')
-      const wb = new WriteBuffer(ownDb, {
-        maxTimeMS: 300,
-        maxBatchSize: 100,
-        lingerMs: 2,
-        writeTimeoutMs: 60_000,
-        retry: { maxAttempts: 60, baseDelayMs: 50, maxDelayMs: 500 },
-      })
-      const ledger = new Ledger()
-      const c = wb.collection('restart_events')
-      const pending: Array<Promise<void>> = []
-      // writes keep coming (20 every 10 ms) from before the stop until after the restart
-      const stopWriting = new AbortController()
-      const restart = (async () => {
-        await sleep(300)
-        await server.stopProcess()
-        await sleep(1000)
-        await server.startProcess()
-        await sleep(300)
-        stopWriting.abort()
-      })()
-      let marker = 0
-      while (!stopWriting.signal.aborted) {
-        for (let j = 0; j < 20; j++, marker++) pending.push(ledger.track(marker, c.insertOne({ marker })))
-        await sleep(10)
-      }
-      await restart
-      await within(90_000, Promise.all(pending))
-      // the audit read itself may meet a pooled connection the restart left stale: it is asked
-      // again (it reads; it changes nothing the test judges)
-      const audit = ledger.audit(await readAgainOnNetworkError(() => insertCopies('restart_events', ownDb)))
-      report.serverRestart = { ...audit, unsettled: ledger.unsettled }
-      console.log(`server restart: retries ${wb.stats().retries}`)
-      expect(audit.lost).toBe(0)
-      expect(audit.duplicated).toBe(0)
-      expect(audit.phantom).toBe(0)
-      expect(audit.acknowledged).toBe(marker) // inserts are retry-safe: all of them made it
-      expect(wb.stats().retries).toBeGreaterThan(0) // the outage was real
-      await wb.close()
-    } finally {
-      ownMonitor = monitorState(own)
-      await own.close()
-    }
-  }, 120_000)
 })
