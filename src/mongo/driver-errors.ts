@@ -32,8 +32,10 @@ const SOCKET_ERROR_CODES = new Set([
   'ERR_STREAM_DESTROYED', 'ERR_STREAM_WRITE_AFTER_END', 'ERR_SOCKET_CLOSED',
 ])
 
-function isSocketError (e: MaybeMongoError, name: string): boolean {
-  return !name.startsWith('Mongo') && typeof e.code === 'string' && SOCKET_ERROR_CODES.has(e.code)
+/** The error's name, a socket's own error named as the network error it is (see SOCKET_ERROR_CODES). */
+function nameOf (e: MaybeMongoError | null | undefined): string {
+  const name = e?.name ?? ''
+  return !name.startsWith('Mongo') && typeof e?.code === 'string' && SOCKET_ERROR_CODES.has(e.code) ? 'MongoNetworkError' : name
 }
 
 /**
@@ -81,7 +83,7 @@ export function commandRefusal (err: unknown): unknown {
  */
 export function classify (err: unknown, driverMayRetry: boolean, everConnected = true, serverIsMongoDB = false): Failure {
   const e = unwrap(err) as MaybeMongoError | null | undefined
-  const name = e?.name ?? ''
+  const name = nameOf(e)
   const noWrites = e?.hasErrorLabel?.('NoWritesPerformed') === true
   const notSent: WriteOutcome = driverMayRetry && !noWrites ? 'unknown' : 'not-sent'
   const f = classifyError(e ?? {}, name, notSent, everConnected, serverIsMongoDB)
@@ -122,7 +124,6 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome,
     case 'MongoOperationTimeoutError':
       return { outcome: 'unknown', transient: false, error: e }
   }
-  if (isSocketError(e, name)) return { outcome: 'unknown', transient: true, error: e }
   const code = typeof e.code === 'number' ? e.code : undefined
   if (name === 'MongoServerError' || (name === 'MongoBulkWriteError' && code !== undefined)) {
     // a command-level answer from the server, or (a MongoBulkWriteError without an

@@ -84,20 +84,19 @@ export class FaultProxy {
       if (wait > 0) { held.timer = setTimeout(deliver, wait); return }
       for (const chunk of held.requests.splice(0)) if (!upstream.destroyed) upstream.write(chunk)
     }
-    const close = (reset = false): void => {
+    const close = (): void => {
       this.#pairs.delete(pair)
-      if (reset) cut(client)
-      else client.destroy()
+      cut(client)
       // a held request still reaches the server (as in a congested network), then lingers
       if (held.requests.length === 0) upstream.destroy()
       else setTimeout(() => { upstream.destroy() }, held.requestsUntil - Date.now() + LINGER_AFTER_HELD_MS).unref()
     }
-    client.on('error', () => { close() }).on('close', () => { close() })
+    client.on('error', close).on('close', close)
     upstream.on('error', err => {
       // why the proxy could not reach the server (ECONNREFUSED, EADDRNOTAVAIL…): printed by the fault suite's report
       const code = (err as NodeJS.ErrnoException).code ?? err.name
       this.upstreamErrors[code] = (this.upstreamErrors[code] ?? 0) + 1
-      close(true)
+      close()
     }).on('close', () => {
       if (this.#pairs.has(pair)) this.connections.closedByServer++
       this.#pairs.delete(pair)
@@ -125,7 +124,7 @@ export class FaultProxy {
           upstream.write(chunk.subarray(0, Math.max(0, chunk.length + this.#dropAfter)))
           this.#dropAfter = -1
           this.cuts++
-          close(true)
+          close()
           return
         }
       }
