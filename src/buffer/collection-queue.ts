@@ -4,6 +4,7 @@ import { Batch, type BatchLimits, type BatchQueue, type TakeMoment } from './bat
 import { Lingering } from './lingering.js'
 import { OpList } from './op-list.js'
 import { Parked } from './parked.js'
+import { RingLink } from './ring.js'
 import { expiredAt, select, selectFresh, type Selection, type Targets } from './select.js'
 
 /**
@@ -43,12 +44,18 @@ export class CollectionQueue implements BatchQueue {
   /** later writes of a held target, parked until it is released (parked.ts) */
   readonly #parked = new Parked()
   #freshOnly = true
-  /** fresh batches out (made with the first one: a queue of updates never needs it) */
-  #freshOut: Set<Batch> | null = null
+  /**
+   * fresh batches out (made with the first one: a queue of updates never needs it). An array:
+   * it holds at most maxInFlight batches, and a Set grew and shrank its table as each came and went.
+   */
+  #freshOut: Batch[] | null = null
   /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
   #nonEmptySince = 0
   /** lingering writes: later writes of their target join them as they are pushed (see push) */
   readonly #lingering = new Lingering()
+  /** its places in the Dispatcher's rings: queues holding writes, and queues that may send (ring.ts) */
+  readonly activeLink = new RingLink<CollectionQueue>(this)
+  readonly readyLink = new RingLink<CollectionQueue>(this)
 
   constructor (
     readonly name: string,
@@ -117,7 +124,7 @@ export class CollectionQueue implements BatchQueue {
   take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
     if (this.ordered && this.#out > 0) return null
     if (this.#freshOnly && !this.ordered) return this.#apply(selectFresh(this.#list, limits, at.now), true, expired)
-    if (this.#freshOut !== null && this.#freshOut.size > 0) this.#holdFreshOut()
+    if (this.#freshOut !== null && this.#freshOut.length > 0) this.#holdFreshOut()
     return this.#apply(select(this.#list, this.#targets, limits, at, this.ordered), false, expired)
   }
 
@@ -156,7 +163,7 @@ export class CollectionQueue implements BatchQueue {
     // the queue wait starts over for what stays queued
     out.queuedAt = this.#nonEmptySince
     if (this.#size > 0) this.#nonEmptySince = performance.now()
-    if (fresh) (this.#freshOut ??= new Set()).add(out)
+    if (fresh) (this.#freshOut ??= []).push(out)
     return out
   }
 
@@ -180,7 +187,7 @@ export class CollectionQueue implements BatchQueue {
 
   #holdFreshOut (): void {
     for (const batch of this.#freshOut ?? []) for (const op of batch.ops) (this.#held ??= new Map()).set(op.target, op)
-    this.#freshOut?.clear()
+    if (this.#freshOut !== null) this.#freshOut.length = 0
   }
 
   /** A batch's answer was handled: its targets are free again, and the listener is told. */
@@ -192,7 +199,7 @@ export class CollectionQueue implements BatchQueue {
 
   #release (batch: Batch): void {
     this.#out--
-    if (this.#freshOut?.delete(batch) === true) return
+    if (this.#freshOut !== null && batch.fresh && removed(this.#freshOut, batch)) return
     const unparked: WriteOp[] = []
     for (const op of batch.ops) {
       this.#held?.delete(op.target)
@@ -272,4 +279,13 @@ export class CollectionQueue implements BatchQueue {
     this.#parked.forEach(check)
     this.#expired(found, expired)
   }
+}
+
+/** Removes `item` from `items` (order not kept); whether it was there. */
+function removed<T> (items: T[], item: T): boolean {
+  const i = items.indexOf(item)
+  if (i < 0) return false
+  const last = items.pop() as T
+  if (i < items.length) items[i] = last
+  return true
 }

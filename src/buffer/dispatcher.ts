@@ -117,9 +117,9 @@ export class Dispatcher implements QueueListener {
 
   /** QueueListener: writes were added to `queue`. */
   queued (queue: CollectionQueue): void {
-    this.#active.add(queue)
+    this.#active.add(queue.activeLink)
     if (this.#full(queue)) {
-      this.#ready.add(queue)
+      this.#ready.add(queue.readyLink)
       this.#next.soon()
     } else if (this.#flushing()) {
       this.sendNow()
@@ -163,11 +163,11 @@ export class Dispatcher implements QueueListener {
     return {
       queued: queue => {
         if (queue.inFlight === 0) {
-          this.#ready.add(queue)
+          this.#ready.add(queue.readyLink)
           this.#next.atTurnEnd()
         }
       },
-      returned: queue => { if (queue.size > 0) this.#ready.add(queue) },
+      returned: queue => { if (queue.size > 0) this.#ready.add(queue.readyLink) },
       mayGo: queue => queue.inFlight === 0,
     }
   }
@@ -244,18 +244,15 @@ export class Dispatcher implements QueueListener {
         this.hooks.send(batch)
         visits++
       } else {
-        this.#ready.delete(queue) // nothing could go: it waits for what holds it
+        this.#ready.delete(queue.readyLink) // nothing could go: it waits for what holds it
       }
       if (queue.size === 0) {
-        this.#active.delete(queue)
-        this.#ready.delete(queue)
+        this.#active.delete(queue.activeLink)
+        this.#ready.delete(queue.readyLink)
         continue
       }
-      if (due || batch !== null) {
-        this.#active.delete(queue) // to the back
-        this.#active.add(queue)
-      }
-      if (batch !== null && this.#mayGo(queue)) this.#ready.add(queue) // still full
+      if (due || batch !== null) this.#active.toBack(queue.activeLink)
+      if (batch !== null && this.#mayGo(queue)) this.#ready.add(queue.readyLink) // still full
       if (queue.lingerEnd !== 0) this.#lingering.add(queue)
     }
     // what is left waits for what holds it (a return, a backoff, the wake-up); only a slot shortage stays due

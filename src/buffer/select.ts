@@ -81,23 +81,36 @@ function selection (stop: number): Selection {
  * be held): the writes from the head, up to the limits. Their targets are never computed.
  */
 export function selectFresh (list: ListWindow, limits: Limits, now: number): Selection {
-  const { items } = list
+  const { items, head } = list
   const end = items.length
   const out = selection(end)
-  let batch = null as WriteOp[] | null
+  let count = 0
   let bytes = 0
-  let i = list.head
+  let skipped = false
+  let i = head
   for (; i < end; i++) {
     const op = items[i] as WriteOp
-    if (op.state !== QUEUED) continue
-    if (expiredAt(op, now)) { (out.expired ??= []).push(op); continue }
-    if (batch !== null && (batch.length >= limits.maxCount || bytes + op.bytes > limits.maxBytes)) break
-    ;(batch ??= []).push(op)
+    if (op.state !== QUEUED) { skipped = true; continue }
+    if (expiredAt(op, now)) { (out.expired ??= []).push(op); skipped = true; continue }
+    if (count > 0 && (count >= limits.maxCount || bytes + op.bytes > limits.maxBytes)) break
+    count++
     bytes += op.bytes
   }
-  out.batch = batch
+  // the batch in one array of its exact length (an array grown by push from empty holds 17 slots)
+  if (count > 0) out.batch = skipped ? chosen(items, head, i, count, now) : items.slice(head, i)
   out.stop = i
   return out
+}
+
+/** The queued, unexpired writes of items[from, to): `count` of them (selectFresh's second pass, when it skipped some). */
+function chosen (items: readonly WriteOp[], from: number, to: number, count: number, now: number): WriteOp[] {
+  const batch = new Array<WriteOp>(count)
+  let n = 0
+  for (let i = from; i < to; i++) {
+    const op = items[i] as WriteOp
+    if (op.state === QUEUED && !expiredAt(op, now)) batch[n++] = op
+  }
+  return batch
 }
 
 /** The next batch of a queue (the rule: see the header). */
