@@ -406,8 +406,13 @@ const ROUTES = [
   { key: 'naive', name: 'naive' },
 ]
 
-/** `durationS`: seconds of load per route; the first third (≤ 2 s) warms up, the rest is measured. */
-export async function cpuAccountSuite ({ uri, durationS }) {
+/**
+ * `durationS`: seconds of load per route; the first third (≤ 2 s) warms up, the rest is measured.
+ * `jitWarmS`: seconds of untimed load on every route before any is measured: a route measured
+ * 1-2 s into its first load was still compiling (the app's other threads, mostly the JIT's,
+ * spent 700 ms of 3 s 1-4 s into a buffered load, 80-300 ms from 8 s on).
+ */
+export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
   const warmS = Math.min(2, durationS / 3)
   const windowS = durationS - warmS
   const cores = os.cpus().length
@@ -444,6 +449,12 @@ export async function cpuAccountSuite ({ uri, durationS }) {
   const measured = {}
   const loadAvg = []
   try {
+    if (jitWarmS > 0) {
+      for (const r of ROUTES) {
+        await withProgress(`cpu account: warm-up, ${r.name}`, () => startLoad(`${base}/${r.key}`, jitWarmS).done, jitWarmS * 1000)
+        if (r.key === 'buffered') await app.writeBuffer.flush()
+      }
+    }
     for (const r of ROUTES) {
       loadAvg.push(round(os.loadavg()[0], 2))
       measured[r.key] = await withProgress(`cpu account: ${r.name}`, () => measureRoute({ base, route: r.key, counts, server, warmS, windowS, profileDir, stats: () => app.writeBuffer.stats() }), (warmS + windowS + 1.5) * 1000)
@@ -494,7 +505,7 @@ export async function cpuAccountSuite ({ uri, durationS }) {
       bufferedLibraryPlusDriverUs: round((buffered.us.library ?? 0) + (buffered.us.driver ?? 0), 1),
     },
     notes: [
-      `window: ${round(windowS, 1)} s in the middle of each route's load (after ${round(warmS, 1)} s of warm-up); requests = handler completions inside the window; ${cores} cores; load average at each route's start ${loadAvg.join(' / ')} — the machine is shared, so absolute µs move with other agents' load; compare shares`,
+      `window: ${round(windowS, 1)} s in the middle of each route's load (after ${round(warmS, 1)} s of warm-up${jitWarmS > 0 ? `, and ${jitWarmS} s of untimed load on every route before the first` : ', no untimed JIT warm-up before'}); requests = handler completions inside the window; ${cores} cores; load average at each route's start ${loadAvg.join(' / ')} — the machine is shared, so absolute µs move with other agents' load; compare shares`,
       `app rows: V8 CPU profile of the window (node:inspector, ${SAMPLING_INTERVAL_US} µs sampling) splits the main thread's CPU (/proc/self/task) by self-time samples; node: and native frames are charged to their nearest caller in fastify (+deps), dist/, the driver or the bench; with none they stay "node internals"; "other threads" = process CPU − main thread`,
       server === null
         ? 'server processes: not found by the URI\'s port (not Linux, or the server is remote): not measured'
@@ -553,7 +564,7 @@ if (isMain) {
       ['--perf-basic-prof', '--interpreted-frames-native-stack', ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' })
     process.exit(status ?? 1)
   }
-  const suite = await cpuAccountSuite({ uri, durationS: args.quick ? 3 : 10 })
+  const suite = await cpuAccountSuite({ uri, durationS: args.quick ? 3 : 10, jitWarmS: args.quick ? 1 : 4 })
   process.stdout.write(`### ${suite.title}\n\n${suite.table}\n\nRatios: ${Object.entries(suite.ratios).map(([k, v]) => `${k} ${v}`).join(', ')}\n\n${suite.notes.map(n => `- ${n}`).join('\n')}\n`)
   if (suite.results[0].perf) {
     const keys = ['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain', 'profiler']
