@@ -32,7 +32,12 @@ async function seedUsers (db) {
   await users.insertMany(Array.from({ length: USERS }, (_, i) => ({ username: `user${i}`, passwordSha256: sha256(`pw${i}`), logins: 0 })))
 }
 
-export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRoutes = ['insert', 'login'], curveLevels = LEVELS }) {
+/**
+ * `jitWarmS`: seconds of untimed load (100 connections) on each of the curve's routes, both
+ * variants, before the first level is measured: cold, the first level measured (1 connection)
+ * paid each route's JIT compilation inside its window.
+ */
+export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRoutes = ['insert', 'login'], curveLevels = LEVELS, jitWarmS = 0 }) {
   const { client: setup, db: setupDb } = await freshDb(uri, 'curve')
   await seedUsers(setupDb)
   await setup.close()
@@ -69,6 +74,15 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRou
   app.post('/login/buffered', tally.track((req, reply) => login(app.writeBuffer.collection('users'), req.body, reply)))
   const base = await app.listen({ host: '127.0.0.1', port: 0 })
 
+  if (jitWarmS > 0) {
+    for (const route of curveRoutes) {
+      for (const variant of ['naive', 'buffered']) {
+        const cfg = { url: `${base}/${route}/${variant}`, durationS: jitWarmS, connections: 100 }
+        await load(`curve: warm-up, ${route} ${variant}`, route === 'insert' ? { ...cfg, body: BODY } : { ...cfg, users: USERS })
+        await tally.idle()
+      }
+    }
+  }
   const results = []
   for (const route of curveRoutes) {
     for (const connections of curveLevels) {
@@ -137,6 +151,7 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRou
     unit: 'req/s',
     latencyIs: 'per HTTP request (autocannon)',
     durationS,
+    jitWarmS,
     maxInFlight: 4,
     results,
     curve,
@@ -146,6 +161,7 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRou
       'CPU µs per request from process.cpuUsage() (app, which includes this harness; load generator) and /proc/<pid>/stat of the ferretdb/postgres/mongod processes (server); idle from /proc/stat',
       'CPU ceiling: cores ÷ (app + server + load generator CPU per request), the req/s of a machine with no idle time at that cost; ceilingVsNaive: the buffered ceiling ÷ the naive measured rate',
       'peak connections: most connections checked out of the variant\'s own MongoClient pool at once',
+      jitWarmS > 0 ? `JIT warm-up: ${jitWarmS} s of untimed load at 100 connections on each route and variant before the first level` : 'no JIT warm-up (quick run)',
       'the stand-in applies updates at ~300/s however batched, so the login curve is bound by it on FerretDB',
       'login route: the example app\'s rate limits and scrypt are left out, as in the login suites (bench/login-limits.mjs): they would cap it far below the database path it measures',
     ],
