@@ -5,53 +5,27 @@
 //   node scripts/node-matrix.mjs --unit           unit tests only (no pack, no package check)
 //   node scripts/node-matrix.mjs 24.21.0 …        other versions (exact, as the registry has them)
 //
-// Node itself comes from the npm registry (`node-<platform>-<arch>@<version>`: one binary,
+// Node itself comes from the npm registry (scripts/node-binary.mjs: `node-<platform>-<arch>@<version>`, one binary,
 // fetched with `npm pack`, so the registry's integrity check applies), unpacked once into
 // $FWB_CACHE_DIR (default ~/.cache/fastify-write-buffer)/node-<version>/, never into the
 // checkout. Each run puts that binary first on PATH, so whatever it starts (npm's scripts,
 // vitest's workers) runs on it too. The tarball is packed once, by the lowest version (the
 // build runs on the floor of the range); the checks are about the package as it runs, which
 // is the same tarball on every version. Exits non-zero when anything failed, after a summary.
-// Keep VERSIONS in step with package.json's engines and .github/workflows/ci.yml.
-import { execFile, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs'
-import { homedir, tmpdir } from 'node:os'
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { delimiter, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { promisify, stripVTControlCharacters } from 'node:util'
-
-/** The maintained lines (Node's release schedule, 2026-11): 22 and 24 LTS, 26 current. */
-const VERSIONS = ['22.23.3', '24.21.0', '26.10.0']
+import { stripVTControlCharacters } from 'node:util'
+import { nodeBinary, SUPPORTED as VERSIONS } from './node-binary.mjs'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
-const run = promisify(execFile)
-const cacheDir = process.env.FWB_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'fastify-write-buffer')
 const args = process.argv.slice(2)
 const unitOnly = args.includes('--unit')
 const versions = args.filter(a => !a.startsWith('--'))
 for (const v of versions) if (!/^\d+\.\d+\.\d+$/.test(v)) throw new Error(`not an exact version: ${v}`)
 if (versions.length === 0) versions.push(...VERSIONS)
-
-/** The cached binary of Node `version`, fetched from the registry the first time. */
-async function nodeBinary (version) {
-  const dir = join(cacheDir, `node-${version}`)
-  const bin = join(dir, 'bin', process.platform === 'win32' ? 'node.exe' : 'node')
-  if (existsSync(bin)) return bin
-  const pkg = `node-${process.platform === 'win32' ? 'win' : process.platform}-${process.arch}@${version}`
-  mkdirSync(cacheDir, { recursive: true })
-  const scratch = mkdtempSync(join(cacheDir, '.fetch-'))
-  try {
-    console.log(`fetching ${pkg} into ${dir}`)
-    await run('npm', ['pack', pkg, '--pack-destination', scratch, '--loglevel', 'warn'], { cwd: scratch, shell: process.platform === 'win32' })
-    const tgz = readdirSync(scratch).find(f => f.endsWith('.tgz'))
-    if (tgz === undefined) throw new Error(`npm pack ${pkg} wrote no tarball`)
-    await run('tar', ['-xzf', tgz], { cwd: scratch })
-    renameSync(join(scratch, 'package'), dir) // whole or not at all: a half-fetched copy is never found
-  } finally {
-    rmSync(scratch, { recursive: true, force: true })
-  }
-  return bin
-}
 
 /** Runs `file args` with `node` first on PATH; resolves { ok, ms, tail } (its output's last lines). */
 function step (node, file, argv, env = {}) {
