@@ -232,6 +232,17 @@ describe('select(): limits', () => {
     const b = selectFresh({ items: ops, head: 1 }, { ...LIMITS, maxBytes: 1 }, NOW)
     expect(b.batch).toEqual([ops[1]])
   })
+
+  it('the fast path skips writes that left (settled, past their deadline): the batch holds the live ones, in order, counted alone', () => {
+    const ops = [insert(), insert(), insert(), insert(), insert(), insert()]
+    ;(ops[1] as WriteOp).settle() // aborted while queued: still in the list, skipped by state
+    ;(ops[3] as WriteOp).deadline = NOW
+    const s = selectFresh({ items: ops, head: 0 }, { ...LIMITS, maxCount: 3 }, NOW)
+    expect(s.batch).toEqual([ops[0], ops[2], ops[4]])
+    expect(s.batch).toHaveLength(3)
+    expect(s.expired).toEqual([ops[3]])
+    expect(s.stop).toBe(5)
+  })
 })
 
 describe('select(): lingering writes', () => {
