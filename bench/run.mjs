@@ -8,6 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises'
 import { delimiter, dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
+import { satisfies } from 'semver'
 import { machineInfo } from './machine.mjs'
 import { chartGroups } from './report/chart-groups.mjs'
 import { markdown } from './report/markdown.mjs'
@@ -49,13 +50,8 @@ if (!uri) {
 // `_id` of every document made by object spread, 45x a literal's: 2.5x this library's CPU per
 // request in the CPU account) it starts itself again on the active LTS, fetched once from the
 // registry. FWB_BENCH_NODE=current keeps the running Node; --quick (the smoke run) always does.
-const engines = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).engines.node // ">=22.12"
-const below = (v, floor) => {
-  const [a, b] = v.split('.').map(Number)
-  const [x, y = 0] = floor.replace(/^>=\s*/, '').split('.').map(Number)
-  return a < x || (a === x && b < y)
-}
-if (!args.quick && process.env.FWB_BENCH_NODE !== 'current' && below(process.versions.node, engines)) {
+const engines = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).engines.node
+if (!args.quick && process.env.FWB_BENCH_NODE !== 'current' && !satisfies(process.versions.node, engines)) {
   const bin = await nodeBinary(ACTIVE_LTS)
   console.error(`[bench] Node ${process.versions.node} is outside the package's engines (${engines}): measuring on Node ${ACTIVE_LTS} (FWB_BENCH_NODE=current keeps this one)`)
   const child = spawn(bin, process.argv.slice(1), { stdio: 'inherit', env: { ...process.env, PATH: `${dirname(bin)}${delimiter}${process.env.PATH}` } })

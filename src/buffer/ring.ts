@@ -15,8 +15,8 @@ export class RingLink<T> {
 
 /**
  * A FIFO of distinct items, intrusive: the items' own links are chained. `add` (to the back,
- * unless present), `shift`, `delete`, `has` and `size` are O(1) and allocate nothing; memory is
- * the links, made once per item. (A Set walked from its front after deletions skipped their
+ * unless present), `shift`, `delete` and `size` are O(1) and allocate nothing (`link.linked`
+ * tells whether an item is in); memory is the links, made once per item. (A Set walked from its front after deletions skipped their
  * tombstones on every walk, which made a pump over 10,000 collections quadratic; a Map of
  * places grew and shrank its table as queues joined and left — a rehash every few batches.)
  */
@@ -26,8 +26,6 @@ export class Ring<T> {
   #size = 0
 
   get size (): number { return this.#size }
-
-  has (link: RingLink<T>): boolean { return link.linked }
 
   /** To the back, unless present (a deleted item comes back at the back). */
   add (link: RingLink<T>): void {
