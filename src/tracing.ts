@@ -1,5 +1,4 @@
 import type { Context, Link, Span, SpanContext, Tracer, TracerProvider } from '@opentelemetry/api'
-import type { AnyBulkWriteOperation, BulkWriteOptions, BulkWriteResult, Collection } from 'mongodb'
 import { loadOpenTelemetryApi } from './opentelemetry-api.cjs'
 
 /**
@@ -84,17 +83,18 @@ export class Tracing {
   }
 
   /**
-   * Sends the bulkWrite with the batch's span active, so the driver's own spans nest under it;
-   * without a span, in the root context all the same (a batch belongs to no one). Nothing is
-   * allocated for it when there is no context to switch.
+   * Runs `send(a, b, c)` — the batch's bulkWrite, or its insert command — with the batch's span
+   * active, so the driver's own spans nest under it; without a span, in the root context all
+   * the same (a batch belongs to no one). Nothing is allocated for it when there is no context
+   * to switch.
    */
-  bulkWrite (batchSpan: BatchSpan | undefined, collection: Collection, models: AnyBulkWriteOperation[], options: BulkWriteOptions): Promise<BulkWriteResult> {
+  send<A, B, C, R> (batchSpan: BatchSpan | undefined, send: (a: A, b: B, c: C) => R, a: A, b: B, c: C): R {
     const api = this.#api
-    if (api === undefined) return collection.bulkWrite(models, options)
+    if (api === undefined) return send(a, b, c)
     if (batchSpan === undefined) {
-      return api.context.active() === api.ROOT_CONTEXT ? collection.bulkWrite(models, options) : api.context.with(api.ROOT_CONTEXT, send, undefined, collection, models, options)
+      return api.context.active() === api.ROOT_CONTEXT ? send(a, b, c) : api.context.with(api.ROOT_CONTEXT, send, undefined, a, b, c)
     }
-    return api.context.with(api.trace.setSpan(api.ROOT_CONTEXT, batchSpan.span), send, undefined, collection, models, options)
+    return api.context.with(api.trace.setSpan(api.ROOT_CONTEXT, batchSpan.span), send, undefined, a, b, c)
   }
 
   #start (collection: string, ops: number, links: ReadonlyArray<SpanContext | undefined>, parent: SpanContext | undefined, attempt: number): BatchSpan | undefined {
@@ -144,10 +144,6 @@ export class Tracing {
     }
     batchSpan.span.end()
   }
-}
-
-function send (collection: Collection, models: AnyBulkWriteOperation[], options: BulkWriteOptions): Promise<BulkWriteResult> {
-  return collection.bulkWrite(models, options)
 }
 
 /** `error.type`: the server's or driver's code when there is one, else the error's name. */

@@ -9,6 +9,7 @@ import { FlushTracker } from './buffer/flush-tracker.js'
 import { CollectionQueue } from './buffer/collection-queue.js'
 import { Retries } from './buffer/retries.js'
 import { Sender } from './buffer/sender.js'
+import { InsertCommand } from './mongo/insert-command.js'
 import { Settler } from './buffer/settler.js'
 import type { LatencySummary } from './buffer/latency.js'
 import { Tracing } from './tracing.js'
@@ -106,7 +107,8 @@ export class WriteBuffer {
     const driverRetries = new DriverRetries(db)
     this.#liveness = new ServerLiveness(typeof db.command === 'function' ? () => db.command({ ping: 1 }) : undefined)
     this.#tracing = new Tracing(db.databaseName, o.tracerProvider as TracerProvider | undefined)
-    const sender = this.#sender = new Sender(o, settler, this.#retries, driverRetries, new ServerIdentity(db), this.#liveness, this.#tracing)
+    const sender = this.#sender = new Sender(o, settler, this.#retries, driverRetries, new ServerIdentity(db), this.#liveness, this.#tracing,
+      InsertCommand.for(db, o.writeConcern, o.maxTimeMS))
     if (o.cache?.bus !== undefined) sender.onAcknowledged = (name, ops, upsertedIdOf) => { cache?.published(name, ops, upsertedIdOf) }
     this.#dispatcher = new Dispatcher(
       { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, lingerMs: o.lingerMs },

@@ -21,7 +21,7 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import Fastify from 'fastify'
-import { MongoClient } from 'mongodb'
+import { MongoClient, ObjectId } from 'mongodb'
 import writeBuffer from '../../dist/index.js'
 import { withProgress } from '../progress.mjs'
 import { ratio, round } from '../stats.mjs'
@@ -229,7 +229,7 @@ function ownComponent (frame) {
  * or the bench's; with no such caller they stay 'nodeInternals'. Also returns the strict
  * split (node:/native self time on its own) and the top self-time functions per component.
  */
-export function attribute (profile) {
+export function attribute (profile, topN = 12) {
   const byId = new Map(profile.nodes.map(n => [n.id, n]))
   const parent = new Map()
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
@@ -259,7 +259,7 @@ export function attribute (profile) {
   const top = {}
   for (const [key, n] of [...functions].sort((a, b) => b[1] - a[1])) {
     const [c, fn] = key.split('\t')
-    if ((top[c] ??= []).length < 12) top[c].push({ fn, samples: n })
+    if ((top[c] ??= []).length < topN) top[c].push({ fn, samples: n })
   }
   return { samples, socketWrites, total: profile.samples.length, nodeOrNative, top }
 }
@@ -398,7 +398,77 @@ function account ({ requests, cpu, attribution }, cores) {
   }
 }
 
+// ---------------------------------------------------------------- the driver alone
+
+/** How the floor sends a batch: the call this library makes, and the cheapest the driver has. */
+const FLOOR_WAYS = [
+  {
+    key: 'floorBulkWrite',
+    name: 'driver alone: bulkWrite',
+    // the Sender's call: unordered insertOne models, maxTimeMS (the buffer's default), no serializeFunctions
+    send: (db, coll, docs) => coll.bulkWrite(docs.map(document => ({ insertOne: { document } })), { ordered: false, maxTimeMS: 5000, serializeFunctions: false }),
+  },
+  {
+    key: 'floorInsertCommand',
+    name: 'driver alone: insert command',
+    // one insert command through db.command: no bulk layer, no _id map, no BulkWriteResult
+    send: (db, coll, docs) => db.command({ insert: coll.collectionName, documents: docs, ordered: false, maxTimeMS: 5000 }),
+  },
+]
+
+/**
+ * The driver with no library and no HTTP in front: batches of `batch` documents (the buffered
+ * route's average writes per bulkWrite in its window) made as the route makes them, with the
+ * ObjectId _id the buffer gives each, `inFlight` commands at a time, profiled like a route.
+ * Its "driver" row is what the driver's calls cost per write at this load's batch size, below
+ * anything this library can do while it sends through them.
+ */
+async function measureFloor ({ db, way, batch, inFlight, warmS, windowS, server, profileDir }) {
+  const coll = db.collection(`floor_${way.key}`)
+  const docs = () => {
+    const out = new Array(batch)
+    for (let i = 0; i < batch; i++) out[i] = { user: 'u1', kind: 'click', value: 42, at: new Date(), _id: new ObjectId() }
+    return out
+  }
+  let writes = 0
+  const run = { stop: false }
+  const loops = Array.from({ length: inFlight }, async () => {
+    while (!run.stop) {
+      await way.send(db, coll, docs())
+      writes += batch
+    }
+  })
+  const session = new Session()
+  session.connect()
+  await session.post('Profiler.enable')
+  await session.post('Profiler.setSamplingInterval', { interval: SAMPLING_INTERVAL_US })
+  try {
+    await new Promise(resolve => setTimeout(resolve, warmS * 1000))
+    await session.post('Profiler.start')
+    const before = reading(server, null)
+    const writesBefore = writes
+    await new Promise(resolve => setTimeout(resolve, windowS * 1000))
+    const after = reading(server, null)
+    const requests = writes - writesBefore
+    const { profile } = await session.post('Profiler.stop')
+    if (profileDir) {
+      await mkdir(profileDir, { recursive: true })
+      await writeFile(join(profileDir, `cpu-account-${way.key}.cpuprofile`), JSON.stringify(profile))
+    }
+    return { requests, batches: Math.round(requests / batch), avgBatch: batch, cpu: diff(before, after), attribution: attribute(profile), load: { p50Ms: '—', p99Ms: '—' } }
+  } finally {
+    run.stop = true
+    await Promise.all(loops)
+    await session.post('Profiler.disable')
+    session.disconnect()
+    await coll.drop().catch(() => {})
+  }
+}
+
 // ---------------------------------------------------------------- the suite
+
+/** Commands in flight in the driver-alone rows: the buffered route at 100 connections alternates about two batches. */
+const FLOOR_IN_FLIGHT = 2
 
 const ROUTES = [
   { key: 'noop', name: 'no-DB' },
@@ -448,6 +518,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
   const profileDir = process.env.FWB_CPU_PROFILE_DIR || null
   const measured = {}
   const loadAvg = []
+  let floorBatch = 1
   try {
     if (jitWarmS > 0) {
       for (const r of ROUTES) {
@@ -460,12 +531,18 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
       measured[r.key] = await withProgress(`cpu account: ${r.name}`, () => measureRoute({ base, route: r.key, counts, server, warmS, windowS, profileDir, stats: () => app.writeBuffer.stats() }), (warmS + windowS + 1.5) * 1000)
       if (r.key === 'buffered') await app.writeBuffer.flush()
     }
+    // the driver alone at the batch size the buffered route produced
+    floorBatch = Math.max(1, Math.round(measured.buffered.avgBatch ?? 1))
+    for (const way of FLOOR_WAYS) {
+      measured[way.key] = await withProgress(`cpu account: ${way.name} of ${floorBatch}`,
+        () => measureFloor({ db, way, batch: floorBatch, inFlight: FLOOR_IN_FLIGHT, warmS, windowS, server, profileDir }), (warmS + windowS + 1.5) * 1000)
+    }
   } finally {
     await app.close()
     await client.close()
   }
-  const accounts = Object.fromEntries(ROUTES.map(r => [r.key, account(measured[r.key], cores)]))
-  const results = ROUTES.map(r => {
+  const accounts = Object.fromEntries([...ROUTES, ...FLOOR_WAYS].map(r => [r.key, account(measured[r.key], cores)]))
+  const rowOf = r => {
     const m = measured[r.key]
     const a = accounts[r.key]
     return {
@@ -489,20 +566,29 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
       // the same split from the V8 profile, % of the main thread's CPU, for comparison
       v8MainPct: Object.fromEntries(['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain'].map(k => [k, round((100 * (accounts[r.key].us[k] ?? 0)) / Math.max(1e-9, ['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain'].reduce((a, j) => a + (accounts[r.key].us[j] ?? 0), 0)), 1)])),
     }
-  })
-  const table = accountTable(results)
+  }
+  const results = ROUTES.map(rowOf)
+  const floor = FLOOR_WAYS.map(w => ({ ...rowOf({ key: w.key, name: `${w.name} of ${floorBatch}, ${FLOOR_IN_FLIGHT} in flight (µs per write)` }), batch: floorBatch, inFlight: FLOOR_IN_FLIGHT }))
+  const table = accountTable([...results, ...floor])
   const { noop, buffered } = Object.fromEntries(results.map(r => [r.key, r]))
+  const { floorBulkWrite, floorInsertCommand } = Object.fromEntries(floor.map(r => [r.key, r]))
   return {
     title: 'CPU account per request (100 connections)',
     unit: 'req/s',
     latencyIs: `per HTTP request (autocannon, ${CONNECTIONS} connections, whole load run)`,
     durationS,
     results,
+    floor,
     table,
     ratios: {
       bufferedVsNoDb: ratio(buffered.rate, noop.rate),
       bufferedAppCpuVsNoDb: ratio(buffered.appUs, noop.appUs),
       bufferedLibraryPlusDriverUs: round((buffered.us.library ?? 0) + (buffered.us.driver ?? 0), 1),
+      // the driver alone, at the batch size this load produced: the calls the buffer makes, and the cheapest
+      driverFloorBulkWriteUs: floorBulkWrite.us.driver,
+      driverFloorInsertCommandUs: floorInsertCommand.us.driver,
+      // this library's own share plus the cheapest driver call: what no change of ours can go below
+      libraryPlusCheapestDriverUs: round((buffered.us.library ?? 0) + (floorInsertCommand.us.driver ?? 0), 1),
     },
     notes: [
       `window: ${round(windowS, 1)} s in the middle of each route's load (after ${round(warmS, 1)} s of warm-up${jitWarmS > 0 ? `, and ${jitWarmS} s of untimed load on every route before the first` : ', no untimed JIT warm-up before'}); requests = handler completions inside the window; ${cores} cores; load average at each route's start ${loadAvg.join(' / ')} — the machine is shared, so absolute µs move with other agents' load; compare shares`,
@@ -511,6 +597,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
         ? 'server processes: not found by the URI\'s port (not Linux, or the server is remote): not measured'
         : `server processes: pid ${server.front} listening on the URI's port${server.postmaster === null ? '' : ` + PostgreSQL postmaster ${server.postmaster} and its children`} (only this server, not other servers on the machine)`,
       'other processes = machine busy − app − server − load generator; the sum of all rows is checked against cores × window seconds (sumVsWallCpu, 1.00 = all CPU accounted)',
+      `driver alone: batches of ${floorBatch} documents (the buffered route's average in its window) sent straight through the driver, ${FLOOR_IN_FLIGHT} in flight, no library, no HTTP, profiled like a route; "bulkWrite" is the call the buffer makes, "insert command" one insert command through db.command (no bulk layer): its driver row is the least any sender through this driver pays per write at this batch size`,
       'caveat: on a busy machine the V8 profile over-charges socket writes (writev, writeBuffer): its samples land where the thread resumes after being preempted, and a loopback write that wakes the peer is where that happens; perf\'s on-CPU samples (standalone, FWB_CPU_PERF=1) put them 2-3x lower at load average 4-10, so the JS rows are the firmer part of the split',
     ],
   }
@@ -573,5 +660,6 @@ if (isMain) {
     process.stdout.write(`| socket writes (within the rows above) | ${suite.results.map(r => `${round((100 * Object.values(r.socketWriteUs).reduce((a, b) => a + (b ?? 0), 0)) / Math.max(1e-9, Object.values(r.v8MainPct).length && ['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain'].reduce((a, j) => a + (r.us[j] ?? 0), 0)), 1)} | ${round(Object.values(r.perf?.socketWritePct ?? {}).reduce((a, b) => a + b, 0), 1)}`).join(' | ')} |\n`)
   }
   for (const r of suite.results) process.stdout.write(topTable(r, r.key === 'noop' ? ['fastify'] : ['library', 'driver', 'fastify']) + '\n')
+  for (const r of suite.floor) process.stdout.write(topTable(r, ['driver']) + '\n')
   if (args.json) await writeFile(args.json, JSON.stringify(suite, null, 2) + '\n')
 }

@@ -1,6 +1,7 @@
-import type { BulkWriteOptions, BulkWriteResult, WriteConcernSettings } from 'mongodb'
+import type { AnyBulkWriteOperation, BulkWriteOptions, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
 import { classify, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
+import { InsertCommand, type SentAnswer } from '../mongo/insert-command.js'
 import type { ServerIdentity } from '../mongo/server-identity.js'
 import { isClientSideSendError } from '../write/send-check.js'
 import type { DriverRetries } from '../mongo/topology.js'
@@ -25,6 +26,14 @@ export interface SenderOptions extends RetryPolicy {
 
 /** A batch none of whose writes captured a span links to nothing. */
 const NO_LINKS: readonly TraceLink[] = []
+
+/** The two ways a batch goes out (module functions: Tracing.send calls them with no closure). */
+function bulkWrite (queue: Batch['queue'], models: AnyBulkWriteOperation[], options: BulkWriteOptions): Promise<SentAnswer> {
+  return queue.collection.bulkWrite(models, options)
+}
+function insertCommand (queue: Batch['queue'], models: AnyBulkWriteOperation[], inserts: InsertCommand): Promise<SentAnswer> {
+  return inserts.send(queue.collection, models, queue.ordered)
+}
 
 /**
  * Sends one batch as one bulkWrite and routes the answer: every write of the batch is
@@ -55,7 +64,9 @@ export class Sender {
     readonly driverRetries: DriverRetries,
     readonly identity: ServerIdentity,
     readonly liveness: ServerLiveness,
-    readonly tracing: Tracing
+    readonly tracing: Tracing,
+    /** batches of inserts go as insert commands (insert-command.ts); undefined: every batch is a bulkWrite */
+    readonly inserts: InsertCommand | undefined
   ) {
     const wc = options.writeConcern
     // functions in a document are never stored (as BSON code), whatever the client's serializeFunctions
@@ -74,10 +85,12 @@ export class Sender {
     const started = performance.now()
     this.queueWait.record(started - batch.queuedAt, started)
     const span = this.tracing.start(queue.name, batch.size, batch.linked ? batch.links() : NO_LINKS, batch.retryOf, batch.attempt)
-    let sent: Promise<BulkWriteResult>
+    let sent: Promise<SentAnswer>
     try {
-      const options = queue.ordered ? this.#ordered : this.#unordered
-      sent = this.tracing.bulkWrite(span, queue.collection, models, options)
+      const inserts = this.inserts
+      sent = inserts !== undefined && InsertCommand.covers(batch.ops, this.driverRetries.standalone())
+        ? this.tracing.send(span, insertCommand, queue, models, inserts)
+        : this.tracing.send(span, bulkWrite, queue, models, queue.ordered ? this.#ordered : this.#unordered)
       // a thenable that is not a native promise (a wrapped Collection) is adopted
       if (!(sent instanceof Promise)) sent = Promise.resolve(sent)
     } catch (err) {
@@ -86,7 +99,7 @@ export class Sender {
     // the answer is handled a microtask after the driver's promise settles, either way; one
     // `then` with two small closures per batch (an async function awaiting it cost twice the memory)
     sent.then(
-      (result: BulkWriteResult | undefined) => { this.#answer(batch, started, span, false, result) },
+      (result: SentAnswer | undefined) => { this.#answer(batch, started, span, false, result) },
       (err: unknown) => { this.#answer(batch, started, span, true, err) }
     )
   }
@@ -97,7 +110,7 @@ export class Sender {
       // the round trip ends when the driver answers (not after a follow-up read of ours)
       this.#answered(batch, started, span, failed ? answer : undefined)
       if (!failed) {
-        this.#acknowledged(batch, answer as BulkWriteResult | undefined)
+        this.#acknowledged(batch, answer as SentAnswer | undefined)
         return
       }
       this.#failed(batch, answer, span?.context).catch((bug: unknown) => { this.#internalError(batch, bug) })
@@ -128,7 +141,7 @@ export class Sender {
     if (batch.finish()) batch.queue.returned(batch) // the queue frees its targets and tells the Dispatcher
   }
 
-  #acknowledged (batch: Batch, result: BulkWriteResult | undefined): void {
+  #acknowledged (batch: Batch, result: SentAnswer | undefined): void {
     const upserted = result?.upsertedIds
     const ops = batch.ops
     this.onAcknowledged?.(batch.queue.name, ops, i => upserted?.[i])
