@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Collection, MongoClient, type CommandStartedEvent, type Db, type Document } from 'mongodb'
 import { WriteBuffer, WriteRejectedError } from '../src/index.js'
-import { openDb } from './helpers.js'
+import { mongoUri, openDb } from './helpers.js'
 import { lacks } from './support/capabilities.js'
 
 // Batches of inserts go as the one `insert` command an unordered bulkWrite of them is on the
 // wire, through db.command (src/mongo/insert-command.ts): the same command, without the
-// driver's bulk layer around it.
+// driver's bulk layer around it — on a deployment where the driver never resends a write on
+// its own (the test servers are standalone; a replica set keeps bulkWrite and its retryable
+// writes), for batches one command body carries.
 
 let client: MongoClient
 let db: Db
@@ -99,6 +101,31 @@ describe('inserts go out as one insert command, not through the driver\'s bulkWr
     expect(reason.outcome).toBe('rejected')
     expect((reason.cause as { code?: unknown, index?: unknown }).code).toBe(11000)
     expect(await db.collection('dup').countDocuments()).toBe(3)
+    await wb.close()
+  })
+
+  it.skipIf(lacks('perStatementInsertErrors'))('a client that reads replies with promoteValues: false: a refused insert is still rejected, not taken for applied [needs per-statement insert errors]', async () => {
+    const raw = new MongoClient(mongoUri(), { promoteValues: false })
+    await raw.connect()
+    try {
+      const wb = new WriteBuffer(raw.db(db.databaseName), { lingerMs: 50 })
+      const pv = wb.collection('pv')
+      await pv.insertOne({ _id: 'first' })
+      const settled = await Promise.allSettled([pv.insertOne({ a: 1 }), pv.insertOne({ _id: 'first', a: 2 })])
+      expect(settled.map(s => s.status)).toEqual(['fulfilled', 'rejected'])
+      expect(((settled[1] as PromiseRejectedResult).reason as WriteRejectedError).code).toBe(11000)
+      await wb.close()
+    } finally {
+      await raw.close()
+    }
+  })
+
+  it('a batch of more than 4 MiB goes as a bulkWrite, which splits what one command body cannot carry', async () => {
+    const wb = new WriteBuffer(db, { lingerMs: 50 })
+    const blob = 'x'.repeat(1024 * 1024)
+    const bulkWrites = await bulkWritesDuring(() => Promise.all(Array.from({ length: 6 }, () => wb.collection('big').insertOne({ blob }))))
+    expect(bulkWrites).toBeGreaterThan(0)
+    expect(await db.collection('big').countDocuments()).toBe(6)
     await wb.close()
   })
 

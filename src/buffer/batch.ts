@@ -44,8 +44,6 @@ export class Batch {
   retryOf: TraceLink | undefined = undefined
   /** set by send(): whether any of its writes captured a span to link to */
   linked = false
-  /** set by the Sender: sent as one insert command (db.command), which the driver never sends again on its own */
-  viaInsertCommand = false
   #done = false
 
   constructor (

@@ -88,9 +88,8 @@ export class Sender {
     let sent: Promise<SentAnswer>
     try {
       const inserts = this.inserts
-      batch.viaInsertCommand = inserts !== undefined && InsertCommand.covers(batch.ops, this.driverRetries.standalone())
-      sent = batch.viaInsertCommand
-        ? this.tracing.send(span, insertCommand, queue, models, inserts as InsertCommand)
+      sent = inserts !== undefined && !this.driverRetries.mayRetry() && InsertCommand.covers(batch.ops)
+        ? this.tracing.send(span, insertCommand, queue, models, inserts)
         : this.tracing.send(span, bulkWrite, queue, models, queue.ordered ? this.#ordered : this.#unordered)
       // a thenable that is not a native promise (a wrapped Collection) is adopted
       if (!(sent instanceof Promise)) sent = Promise.resolve(sent)
@@ -172,15 +171,10 @@ export class Sender {
     }
   }
 
-  /** Whether the driver may have sent this batch's command again on its own (its retryable writes) before answering. */
-  #driverMayHaveRetried (batch: Batch): boolean {
-    return !batch.viaInsertCommand && this.driverRetries.mayHaveRetried()
-  }
-
   /** What a refusal of a whole command means; asks the server who it is (once) to know. */
-  async #classifyRefusal (refusal: unknown, driverMayHaveRetried: boolean): Promise<Failure> {
+  async #classifyRefusal (refusal: unknown): Promise<Failure> {
     const isMongoDB = await this.identity.isMongoDB()
-    return classify(refusal, driverMayHaveRetried, true, isMongoDB)
+    return classify(refusal, this.driverRetries.mayHaveRetried(), true, isMongoDB)
   }
 
   /**
@@ -189,7 +183,7 @@ export class Sender {
    * Otherwise one write may be to blame: isolate it (isolate.ts), so its batch-mates are applied.
    */
   async #refused (batch: Batch, refusal: unknown, span: TraceLink | undefined): Promise<void> {
-    const failure = await this.#classifyRefusal(refusal, this.#driverMayHaveRetried(batch))
+    const failure = await this.#classifyRefusal(refusal)
     const live = batch.ops.filter(op => op.state !== SETTLED)
     if (this.#final || !splittable(live, refusal, failure)) {
       this.#wholeFailed(batch, refusal, span, failure)
@@ -201,7 +195,7 @@ export class Sender {
     this.isolated++
     await isolate(live, refusal, failure, {
       send: models => queue.collection.bulkWrite(models, options),
-      classify: r => this.#classifyRefusal(r, this.driverRetries.mayHaveRetried()), // its sends are bulkWrites
+      classify: r => this.#classifyRefusal(r),
       ordered: queue.ordered,
       collection: queue.name,
     }, out)
@@ -247,7 +241,7 @@ export class Sender {
    * retries on its own, nothing is left running to fence.
    */
   #wholeFailed (batch: Batch, err: unknown, span: TraceLink | undefined, known?: Failure, ops?: WriteOp[]): void {
-    const failure = known ?? classify(err, this.#driverMayHaveRetried(batch), this.driverRetries.everConnected())
+    const failure = known ?? classify(err, this.driverRetries.mayHaveRetried(), this.driverRetries.everConnected())
     const name = batch.queue.name
     const now = Date.now()
     const answered = isServerRefusal(err) && this.driverRetries.standalone()

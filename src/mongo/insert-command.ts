@@ -8,8 +8,10 @@ const NO_UPSERTS: SentAnswer = Object.freeze({ upsertedIds: Object.freeze({}) })
 
 /** a write error as the server sends it: a WriteRejectedError's cause (a bulkWrite's has the same fields) */
 interface ServerWriteError { index: number, code: number, errmsg?: string, errInfo?: Document }
+/** as it comes in the reply: numbers, or Int32 objects if the client reads replies with promoteValues: false */
+interface RawWriteError { index: unknown, code: unknown, errmsg?: string, errInfo?: Document }
 interface ConcernError { code?: number, errmsg?: string }
-interface InsertReply { writeErrors?: ServerWriteError[], writeConcernError?: ConcernError }
+interface InsertReply { writeErrors?: RawWriteError[], writeConcernError?: ConcernError }
 
 /**
  * Some inserts of the command were refused (`ok: 1` with `writeErrors`): what the Sender reads
@@ -23,14 +25,24 @@ export class InsertWriteErrors extends Error {
   readonly writeErrors: ServerWriteError[]
   readonly result: { upsertedIds: Record<number, unknown>, getWriteConcernError: () => ConcernError | undefined }
 
-  constructor (errors: ServerWriteError[], concern: ConcernError | undefined) {
-    const first = errors[0] as ServerWriteError
-    super(`${errors.length} insert(s) refused, the first: ${first.errmsg ?? `code ${first.code}`}`)
-    this.code = first.code
-    this.writeErrors = errors
+  constructor (errors: RawWriteError[], concern: ConcernError | undefined) {
+    const first = errors[0] as RawWriteError
+    super(`${errors.length} insert(s) refused, the first: ${first.errmsg ?? `code ${String(first.code)}`}`)
+    this.code = Number(first.code)
+    // as numbers, as the driver gives a bulkWrite's (whatever BSON options read the reply)
+    this.writeErrors = errors.map(e => ({ ...e, index: Number(e.index), code: Number(e.code) }))
     this.result = { upsertedIds: {}, getWriteConcernError: () => concern }
   }
 }
+
+/**
+ * The most estimated BSON bytes a batch sent as one insert command may hold. Its documents
+ * travel inside the command body, which the server takes up to 16 MiB + 16 KiB (and the
+ * driver's serializer up to 17 MiB), not as a document sequence that a bulkWrite splits. A
+ * quarter of that: even an estimate three times short (bson-size.ts counts a non-ASCII key's
+ * UTF-16 units, not its UTF-8 bytes) fits. Larger batches go as bulkWrites.
+ */
+export const INLINE_MAX_BYTES = 4 * 1024 * 1024
 
 /**
  * Sends a batch of inserts as the one `insert` command an unordered (or ordered) bulkWrite
@@ -39,11 +51,12 @@ export class InsertWriteErrors extends Error {
  * the BulkWriteResult) cost 1.2-3.5 µs per write of app CPU at the 45-50 writes per batch a
  * route at 100 connections makes (bench CPU account, "driver alone" rows).
  *
- * Only where the driver's own retryable writes add nothing (covers()): every write of the
- * batch an insert, and each with the _id the buffer generated (an attempt sent again after an
- * unknown outcome can only collide with itself, which outcomes.ts confirms) or the
- * deployment a standalone server (its driver never re-sends). `db.command` never retries on
- * its own, so nothing is sent twice behind the buffer's back either.
+ * Only where it changes nothing but that cost (the Sender asks DriverRetries#mayRetry, then
+ * covers()): on a deployment where the driver never sends a write again on its own (a
+ * standalone server, or retryWrites off), so a failure means what it meant for the bulkWrite
+ * (on a replica set the driver's retryable write would resend a failed bulkWrite once,
+ * exactly-once by its txnNumber; a command has no txnNumber); and for batches small enough for
+ * one command body (INLINE_MAX_BYTES).
  *
  * The answer comes back in the shapes a bulkWrite's has, so the Sender and outcomes.ts read
  * one: acknowledged → no upserts; refused writes → InsertWriteErrors; the whole command
@@ -71,13 +84,15 @@ export class InsertCommand {
     return db instanceof Db ? new InsertCommand(db, writeConcern, maxTimeMS) : undefined
   }
 
-  /** Whether a batch of these writes goes as an insert command (see the class). O(batch). */
-  static covers (ops: readonly WriteOp[], standalone: boolean): boolean {
+  /** Whether a batch of these writes goes as one insert command: inserts only, within INLINE_MAX_BYTES. O(batch). */
+  static covers (ops: readonly WriteOp[]): boolean {
+    let bytes = 0
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as WriteOp
-      if (op.kind !== INSERT || !(op.generatedId || standalone)) return false
+      if (op.kind !== INSERT) return false
+      bytes += op.bytes
     }
-    return true
+    return bytes <= INLINE_MAX_BYTES
   }
 
   /** Sends the batch's insertOne models (in order: index i answers for models[i]). */
@@ -96,9 +111,12 @@ export class InsertCommand {
       const wc = this.#writeConcern ?? collection.writeConcern
       options = {
         writeConcern: wc === undefined ? undefined : (WriteConcern.apply({}, wc) as { writeConcern: Document }).writeConcern,
-        // db.command inherits no BSON options: the collection's, as a bulkWrite serializes with
-        // them; functions in a document are never stored (as BSON code), as in every bulkWrite
-        bson: { ...collection.bsonOptions, serializeFunctions: false },
+        // db.command inherits no BSON options. Only those that shape what is sent are the
+        // collection's, as in its bulkWrite (checkKeys is off for inserts either way; functions
+        // are never stored, as BSON code, in any bulkWrite of ours); the reply is read with
+        // the defaults, as the driver reads a bulkWrite's (promoteValues: false would give the
+        // write errors' indexes as Int32 objects)
+        bson: { ignoreUndefined: collection.bsonOptions.ignoreUndefined === true, serializeFunctions: false },
       }
       this.#options.set(collection, options)
     }

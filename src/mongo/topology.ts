@@ -69,6 +69,16 @@ export class DriverRetries {
     return this.#retryWrites && this.#state.known === true
   }
 
+  /**
+   * Whether the driver may send a write again on its own (its retryable writes) on this
+   * deployment: retryWrites is on and the deployment is not known to be a standalone server.
+   * True until a server is known: a command sent then may reach a replica set.
+   */
+  mayRetry (): boolean {
+    this.#refresh()
+    return this.#retryWrites && this.#state.known !== false
+  }
+
   /** Whether the deployment is one standalone server: its driver never re-sends a command on its own. */
   standalone (): boolean {
     this.#refresh()

@@ -1,30 +1,30 @@
 import { describe, expect, it } from 'vitest'
 import { Db, MongoClient } from 'mongodb'
-import { InsertCommand } from '../../src/mongo/insert-command.js'
+import { InsertCommand, INLINE_MAX_BYTES } from '../../src/mongo/insert-command.js'
+import { DriverRetries } from '../../src/mongo/topology.js'
 import { buildInsert, buildUpdate } from '../../src/write/build-op.js'
 
-// Which batches go as an insert command (src/mongo/insert-command.ts): only inserts, and only
-// where the driver's retryable writes would add nothing — the buffer's own _id (a resend can
-// only collide with itself) or a standalone server (no driver retries at all).
+// Which batches go as one insert command (src/mongo/insert-command.ts; the Sender asks it only
+// on a deployment where the driver never retries writes on its own): inserts only, and no
+// more bytes than one command body safely carries.
 
-const generated = () => buildInsert({ a: 1 }, undefined)
-const ownId = () => buildInsert({ _id: 'mine', a: 1 }, undefined)
+const insert = (doc: Record<string, unknown> = { a: 1 }) => buildInsert(doc, undefined)
 const update = () => buildUpdate(false, { _id: 1 }, { $set: { a: 1 } }, undefined)
 
 describe('InsertCommand.covers', () => {
-  it('inserts with the buffer\'s generated _id: on any deployment', () => {
-    expect(InsertCommand.covers([generated(), generated()], false)).toBe(true)
-    expect(InsertCommand.covers([generated(), generated()], true)).toBe(true)
+  it('inserts, the buffer\'s _id or the caller\'s: yes', () => {
+    expect(InsertCommand.covers([insert(), insert({ _id: 'mine', a: 1 })])).toBe(true)
   })
 
-  it('an insert with the caller\'s own _id: only on a standalone server (elsewhere the driver\'s retryable write keeps a resend exactly-once)', () => {
-    expect(InsertCommand.covers([generated(), ownId()], false)).toBe(false)
-    expect(InsertCommand.covers([generated(), ownId()], true)).toBe(true)
+  it('any other kind of write in the batch: no', () => {
+    expect(InsertCommand.covers([insert(), update()])).toBe(false)
+    expect(InsertCommand.covers([update()])).toBe(false)
   })
 
-  it('any other kind of write in the batch: never', () => {
-    expect(InsertCommand.covers([generated(), update()], true)).toBe(false)
-    expect(InsertCommand.covers([update()], true)).toBe(false)
+  it(`more than ${INLINE_MAX_BYTES} estimated bytes: no (a bulkWrite splits what one command body cannot carry)`, () => {
+    const big = (): ReturnType<typeof insert> => insert({ s: 'x'.repeat(1024 * 1024) })
+    expect(InsertCommand.covers([big(), big(), big()])).toBe(true)
+    expect(InsertCommand.covers([big(), big(), big(), big()])).toBe(false)
   })
 })
 
@@ -34,5 +34,21 @@ describe('InsertCommand.for', () => {
     expect(InsertCommand.for(client.db('x'), undefined, 5000)).toBeInstanceOf(InsertCommand)
     const stub = { collection: () => ({}), databaseName: 'x' } as unknown as Db
     expect(InsertCommand.for(stub, undefined, 5000)).toBeUndefined()
+  })
+})
+
+describe('DriverRetries.mayRetry: where inserts may go as a command (never where the driver could resend a write itself)', () => {
+  const dbWith = (client: unknown): Db => ({ client, collection: () => ({}), databaseName: 'x' }) as unknown as Db
+  const servers = (type: string): unknown => ({ description: { servers: new Map([['a', { type }]]) } })
+
+  it('a standalone server: no; a replica set or sharded cluster: yes; not known yet: yes (it may be a replica set)', () => {
+    expect(new DriverRetries(dbWith({ options: {}, topology: servers('Standalone') })).mayRetry()).toBe(false)
+    expect(new DriverRetries(dbWith({ options: {}, topology: servers('RSPrimary') })).mayRetry()).toBe(true)
+    expect(new DriverRetries(dbWith({ options: {}, topology: servers('Mongos') })).mayRetry()).toBe(true)
+    expect(new DriverRetries(dbWith({ options: {}, topology: servers('Unknown') })).mayRetry()).toBe(true)
+  })
+
+  it('retryWrites: false: no, on any deployment', () => {
+    expect(new DriverRetries(dbWith({ options: { retryWrites: false }, topology: servers('RSPrimary') })).mayRetry()).toBe(false)
   })
 })
