@@ -36,7 +36,8 @@ function insertCommand (queue: Batch['queue'], models: AnyBulkWriteOperation[], 
 }
 
 /**
- * Sends one batch as one bulkWrite and routes the answer: every write of the batch is
+ * Sends one batch as one bulkWrite (a batch of inserts, where insert-command.ts says so, as the
+ * one insert command that bulkWrite would be) and routes the answer: every write of the batch is
  * settled (Settler), put back in its queue, or handed to Retries — exactly once, whatever the
  * driver answers — and then the batch is returned to its queue (which tells the Dispatcher).
  */
