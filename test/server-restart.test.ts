@@ -53,14 +53,15 @@ describe('server restart: nothing lost, nothing applied twice, every promise set
       const pending: Array<Promise<void>> = []
       // writes keep coming (20 every 10 ms) from before the stop until after the restart
       const stopWriting = new AbortController()
+      // the writes stop when the restart is over, or failed: a failed stop or start is this
+      // test's error (await restart below), not a write loop that never ends
       const restart = (async () => {
         await sleep(300)
         await server.stopProcess()
         await sleep(1000)
         await server.startProcess()
         await sleep(300)
-        stopWriting.abort()
-      })()
+      })().finally(() => { stopWriting.abort() })
       let marker = 0
       while (!stopWriting.signal.aborted) {
         for (let j = 0; j < 20; j++, marker++) pending.push(ledger.track(marker, c.insertOne({ marker })))

@@ -54,12 +54,20 @@ async function portFree (port: number): Promise<boolean> {
   })
 }
 
+/**
+ * Waits for the process to exit (SIGKILL after 5 s): it may exit at any moment in between,
+ * even between the last look and the SIGKILL (seen once in CI, under load: `kill ESRCH`).
+ */
 async function waitGone (pid: number): Promise<void> {
+  const alive = (): boolean => {
+    try { process.kill(pid, 0); return true } catch { return false }
+  }
   for (let i = 0; i < 100; i++) {
-    try { process.kill(pid, 0) } catch { return }
+    if (!alive()) return
     await sleep(50)
   }
-  process.kill(pid, 'SIGKILL')
+  try { process.kill(pid, 'SIGKILL') } catch { return } // gone meanwhile
+  for (let i = 0; i < 100 && alive(); i++) await sleep(50)
 }
 
 export async function startPrivateServer (): Promise<PrivateServer> {
