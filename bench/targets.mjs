@@ -47,7 +47,67 @@ function apiPathTargets (apiPath) {
   }]
 }
 
-export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve, cacheScale, loginDetached, cacheBus, apiPath }) {
+/** Issue 26's load curve and CPU account (the account's "or": our own share ≤ 6 µs, floors printed beside). */
+function physicalLimitTargets (loadCurve, cpuAccount) {
+  const out = []
+  if (loadCurve !== undefined) {
+    const at = c => loadCurve.curve.insert.find(p => p.connections === c)
+    const floors = { 1: 1.0, 10: 1.6, 100: 8, 400: 9 }
+    out.push({
+      suite: 'loadCurve',
+      target: 'Physical limit: insert route, buffered ÷ naive ≥ 1.0x @1 (p50 equal), ≥ 1.6x @10, ≥ 8x @100, ≥ 9x @400',
+      measured: Object.keys(floors).map(c => `${fmt(at(Number(c))?.ratio, 'x')} @${c}`).join(', ') + `; p50 delta @1 ${fmt(at(1)?.p50DeltaMs, ' ms')}`,
+      met: Object.entries(floors).every(([c, floor]) => (at(Number(c))?.ratio ?? 0) >= floor) && (at(1)?.p50DeltaMs ?? Infinity) <= 0,
+      notes: `CPU ceiling of the buffered route ÷ naive (cores ÷ its measured CPU per request, no idle): ${[100, 400].map(c => `${fmt(at(c)?.ceilingVsNaive, 'x')} @${c}`).join(', ')}`,
+    })
+  }
+  if (cpuAccount !== undefined) {
+    const { noop, buffered } = byKey(cpuAccount.results)
+    const r = cpuAccount.ratios
+    const p99Ok = buffered.p99Ms <= 2 * noop.p99Ms
+    out.push({
+      suite: 'cpuAccount',
+      target: 'Physical limit: buffered ≥ 0.65x the no-DB route at 100 connections with p99 ≤ 2x its p99, or this library + the driver ≤ 6 µs per request',
+      measured: `${fmt(r.bufferedVsNoDb, 'x')}, p99 ${fmt(buffered.p99Ms, ' ms')} vs ${fmt(noop.p99Ms, ' ms')}; library + driver ${fmt(r.bufferedLibraryPlusDriverUs, ' µs')}`,
+      met: ((r.bufferedVsNoDb ?? 0) >= 0.65 && p99Ok) || (r.bufferedLibraryPlusDriverUs ?? Infinity) <= 6,
+      notes: `the driver alone at this load's batch size (${fmt(buffered.avgBatch)} writes): bulkWrite ${fmt(r.driverFloorBulkWriteUs, ' µs')}, insert command ${fmt(r.driverFloorInsertCommandUs, ' µs')} per write; this library + the cheapest: ${fmt(r.libraryPlusCheapestDriverUs, ' µs')}`,
+    })
+  }
+  return out
+}
+
+/** Issue 24's flat costs, from the two scale suites (stub Db: our code alone). */
+function flatCostTargets (scaleDispatch, scaleCache) {
+  const out = []
+  if (scaleDispatch !== undefined) {
+    const r = scaleDispatch.ratios
+    const rows = scaleDispatch.results
+    const tenK = rows.find(x => x.name === '10000 collections')
+    const stub = rows.find(x => x.name.startsWith('stub alone'))
+    out.push({
+      suite: 'scaleDispatch',
+      target: 'Flat costs: 10,000 collections ≤ 1.5x the per-write CPU of 1; 4,000 callers of one document ≤ 1.5x 100; creating 10,000 collections ≤ 50 ms',
+      measured: `${fmt(r.collections10kVs1, 'x')}; ${fmt(r.callers4000Vs100, 'x')}; ${fmt(tenK?.createMs, ' ms')}`,
+      met: (r.collections10kVs1 ?? Infinity) <= 1.5 && (r.callers4000Vs100 ?? Infinity) <= 1.5 && (tenK?.createMs ?? Infinity) <= 50,
+      notes: `at 10,000 collections each batch holds one write: the stub's own call per batch is ${fmt(stub?.ratio, 'x')} a whole write at 1 collection (${fmt(stub?.usPerWrite, ' µs')}), ` +
+        `so 1.5x would leave no time for the batch itself; without the stub's share ${fmt(r.collections10kVs1WithoutStub, 'x')}; same batches over 10,000 collections ÷ 100: ${fmt(r.collections10kVs100SameBatches, 'x')}`,
+    })
+  }
+  if (scaleCache !== undefined) {
+    const r = scaleCache.ratios
+    const reads = [r.readHit40kPendingVs0, r.readMissById40kPendingVs0, r.readMissByEmail40kPendingVs0, r.readNotFound40kPendingVs0]
+    out.push({
+      suite: 'scaleCache',
+      target: 'Flat costs: a cached findOne at 40,000 pending writes ≤ 2x at none; writes with reads mixed in ≤ 1.5x alone at 40,000-write waves; writes beside 10,000 cached misses ≤ 1.3x',
+      measured: `reads ${reads.map(v => fmt(v, 'x')).join(' / ')}; mixed ${fmt(r.mixedVsAlone40kWave, 'x')}; misses ${fmt(r.update10kMissesVs0, 'x')} / ${fmt(r.insert10kMissesVs0, 'x')}`,
+      met: reads.every(v => (v ?? Infinity) <= 2) && (r.mixedVsAlone40kWave ?? Infinity) <= 1.5 && (r.update10kMissesVs0 ?? Infinity) <= 1.3 && (r.insert10kMissesVs0 ?? Infinity) <= 1.3,
+      notes: `reads: hit / miss by _id / miss by email / not found; misses: update by _id / insert; mixed at 1,000-write waves ${fmt(r.mixedVsAlone1kWave, 'x')} (the reads' own cost, not growth)`,
+    })
+  }
+  return out
+}
+
+export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve, cacheScale, loginDetached, cacheBus, apiPath, cpuAccount, scaleDispatch, scaleCache }) {
   const { noop, naive, buffered, fire } = byKey(http.results)
   const p99Ratio = http.ratios.bufferedP99VsNaive
   const worstOverhead = overhead.comparisons.reduce((a, b) => (b.overheadPct > a.overheadPct ? b : a))
@@ -56,7 +116,9 @@ export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, l
   const slowest = hotPath.results.reduce((a, b) => (b.nsPerOp > a.nsPerOp ? b : a))
   return [
     ...(loadCurve === undefined ? [] : curveTargets(loadCurve)),
+    ...physicalLimitTargets(loadCurve, cpuAccount),
     ...(apiPath === undefined ? [] : apiPathTargets(apiPath)),
+    ...flatCostTargets(scaleDispatch, scaleCache),
     ...(cacheBus === undefined
       ? []
       : [{
