@@ -124,10 +124,28 @@ export class InsertCommand {
   }
 }
 
-function acknowledged (reply: Document): SentAnswer {
-  const errors = (reply as InsertReply).writeErrors
-  if (Array.isArray(errors) && errors.length > 0) throw new InsertWriteErrors(errors, undefined)
+/**
+ * What a reply the driver resolved with means. A write concern error in it is read here too:
+ * the driver throws one as MongoWriteConcernError (failed() below), but a driver that did not
+ * (before throwIfWriteConcernError) would hand it over in the reply, and it must not read as
+ * acknowledged.
+ */
+export function acknowledged (reply: Document): SentAnswer {
+  const { writeErrors: errors, writeConcernError: concern } = reply as InsertReply
+  if (Array.isArray(errors) && errors.length > 0) throw new InsertWriteErrors(errors, concern)
+  if (concern !== undefined) throw new InsertConcernError(concern)
   return NO_UPSERTS
+}
+
+/** The write concern was not met and no write was refused: applied, not as durably as asked (outcome unknown, as the driver's MongoWriteConcernError). */
+export class InsertConcernError extends Error {
+  override get name (): string { return 'InsertConcernError' }
+  readonly code: number | undefined
+
+  constructor (readonly writeConcernError: ConcernError) {
+    super(`write concern not satisfied: ${writeConcernError.errmsg ?? 'unknown'}`)
+    this.code = typeof writeConcernError.code === 'number' ? writeConcernError.code : undefined
+  }
 }
 
 /** A write concern error comes as the driver's error, with the whole reply: writes refused beside it are per-write failures. */

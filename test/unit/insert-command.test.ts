@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { Db, MongoClient } from 'mongodb'
-import { InsertCommand, INLINE_MAX_BYTES } from '../../src/mongo/insert-command.js'
+import { Db, Int32, MongoClient } from 'mongodb'
+import { classify } from '../../src/mongo/driver-errors.js'
+import { acknowledged, InsertCommand, InsertConcernError, InsertWriteErrors, INLINE_MAX_BYTES } from '../../src/mongo/insert-command.js'
 import { DriverRetries } from '../../src/mongo/topology.js'
 import { buildInsert, buildUpdate } from '../../src/write/build-op.js'
 
@@ -52,3 +53,33 @@ describe('DriverRetries.mayRetry: where inserts may go as a command (never where
     expect(new DriverRetries(dbWith({ options: { retryWrites: false }, topology: servers('RSPrimary') })).mayRetry()).toBe(false)
   })
 })
+
+describe('reading an insert command\'s reply as a bulkWrite\'s answer', () => {
+  it('acknowledged: no upserts', () => {
+    expect(acknowledged({ ok: 1, n: 2 })).toEqual({ upsertedIds: {} })
+  })
+
+  it('refused writes: InsertWriteErrors with numeric indexes and codes, however the reply was decoded (promoteValues: false gives Int32)', () => {
+    const err = catching(() => acknowledged({ ok: 1, n: 1, writeErrors: [{ index: new Int32(1), code: new Int32(11000), errmsg: 'E11000 duplicate key' }] }))
+    expect(err).toBeInstanceOf(InsertWriteErrors)
+    expect((err as InsertWriteErrors).writeErrors).toEqual([{ index: 1, code: 11000, errmsg: 'E11000 duplicate key' }])
+    expect((err as InsertWriteErrors).result.getWriteConcernError()).toBeUndefined()
+  })
+
+  it('a write concern error left in the reply (a driver that does not throw it) is not acknowledged: unknown, not retried, as the driver\'s MongoWriteConcernError', () => {
+    const err = catching(() => acknowledged({ ok: 1, n: 1, writeConcernError: { code: 64, errmsg: 'waiting for replication timed out' } }))
+    expect(err).toBeInstanceOf(InsertConcernError)
+    expect(classify(err, false)).toMatchObject({ outcome: 'unknown', transient: false })
+    const both = catching(() => acknowledged({ ok: 1, n: 1, writeErrors: [{ index: 0, code: 11000 }], writeConcernError: { code: 64 } }))
+    expect((both as InsertWriteErrors).result.getWriteConcernError()).toEqual({ code: 64 })
+  })
+})
+
+function catching (f: () => unknown): unknown {
+  try {
+    f()
+  } catch (err) {
+    return err
+  }
+  throw new Error('did not throw')
+}
