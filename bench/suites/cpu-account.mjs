@@ -229,7 +229,7 @@ function ownComponent (frame) {
  * or the bench's; with no such caller they stay 'nodeInternals'. Also returns the strict
  * split (node:/native self time on its own) and the top self-time functions per component.
  */
-export function attribute (profile, topN = 12) {
+export function attribute (profile) {
   const byId = new Map(profile.nodes.map(n => [n.id, n]))
   const parent = new Map()
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
@@ -259,7 +259,7 @@ export function attribute (profile, topN = 12) {
   const top = {}
   for (const [key, n] of [...functions].sort((a, b) => b[1] - a[1])) {
     const [c, fn] = key.split('\t')
-    if ((top[c] ??= []).length < topN) top[c].push({ fn, samples: n })
+    if ((top[c] ??= []).length < 12) top[c].push({ fn, samples: n })
   }
   return { samples, socketWrites, total: profile.samples.length, nodeOrNative, top }
 }
