@@ -1,7 +1,7 @@
-import type { AnyBulkWriteOperation, BulkWriteOptions, WriteConcernSettings } from 'mongodb'
+import type { WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
 import { classify, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
-import { InsertCommand, type SentAnswer } from '../mongo/insert-command.js'
+import type { InsertCommand, SentAnswer } from '../mongo/insert-command.js'
 import type { ServerIdentity } from '../mongo/server-identity.js'
 import { isClientSideSendError } from '../write/send-check.js'
 import type { DriverRetries } from '../mongo/topology.js'
@@ -11,6 +11,7 @@ import type { BatchSpan, Tracing } from '../tracing.js'
 import { IN_FLIGHT, SETTLED, type TraceLink, type WriteOp, type WriteResult } from '../write/write-op.js'
 import { isolate, IsolationOutcome, partlyRefused, splittable, wholeRefusal } from './isolate.js'
 import { Batch } from './batch.js'
+import { Wire } from './wire.js'
 import { Latency } from './latency.js'
 import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
 import { FENCE_MARGIN_MS, type Fence, type Retries } from './retries.js'
@@ -27,23 +28,15 @@ export interface SenderOptions extends RetryPolicy {
 /** A batch none of whose writes captured a span links to nothing. */
 const NO_LINKS: readonly TraceLink[] = []
 
-/** The two ways a batch goes out (module functions: Tracing.send calls them with no closure). */
-function bulkWrite (queue: Batch['queue'], models: AnyBulkWriteOperation[], options: BulkWriteOptions): Promise<SentAnswer> {
-  return queue.collection.bulkWrite(models, options)
-}
-function insertCommand (queue: Batch['queue'], models: AnyBulkWriteOperation[], inserts: InsertCommand): Promise<SentAnswer> {
-  return inserts.send(queue.collection, models, queue.ordered)
-}
-
 /**
- * Sends one batch as one bulkWrite (a batch of inserts, where insert-command.ts says so, as the
- * one insert command that bulkWrite would be) and routes the answer: every write of the batch is
+ * Sends one batch as one bulkWrite (or as the one insert command it would be: wire.ts) and
+ * routes the answer: every write of the batch is
  * settled (Settler), put back in its queue, or handed to Retries — exactly once, whatever the
  * driver answers — and then the batch is returned to its queue (which tells the Dispatcher).
  */
 export class Sender {
-  readonly #unordered: BulkWriteOptions
-  readonly #ordered: BulkWriteOptions
+  /** how a batch travels */
+  readonly #wire: Wire
   /** how long a batch's oldest write waited in its queue */
   readonly queueWait = new Latency()
   /** bulkWrite sent → answered */
@@ -67,14 +60,9 @@ export class Sender {
     readonly liveness: ServerLiveness,
     readonly tracing: Tracing,
     /** batches of inserts go as insert commands (insert-command.ts); undefined: every batch is a bulkWrite */
-    readonly inserts: InsertCommand | undefined
+    inserts: InsertCommand | undefined
   ) {
-    const wc = options.writeConcern
-    // functions in a document are never stored (as BSON code), whatever the client's serializeFunctions
-    const base: BulkWriteOptions = { maxTimeMS: options.maxTimeMS, serializeFunctions: false }
-    const common: BulkWriteOptions = wc === undefined ? base : { ...base, writeConcern: wc }
-    this.#unordered = { ...common, ordered: false }
-    this.#ordered = { ...common, ordered: true }
+    this.#wire = new Wire(options, driverRetries, tracing, inserts)
   }
 
   /** From now on nothing is sent again: a write that would be retried is rejected WRITE_BUFFER_CLOSED. */
@@ -86,20 +74,9 @@ export class Sender {
     const started = performance.now()
     this.queueWait.record(started - batch.queuedAt, started)
     const span = this.tracing.start(queue.name, batch.size, batch.linked ? batch.links() : NO_LINKS, batch.retryOf, batch.attempt)
-    let sent: Promise<SentAnswer>
-    try {
-      const inserts = this.inserts
-      sent = inserts !== undefined && !this.driverRetries.mayRetry() && InsertCommand.covers(batch.ops)
-        ? this.tracing.send(span, insertCommand, queue, models, inserts)
-        : this.tracing.send(span, bulkWrite, queue, models, queue.ordered ? this.#ordered : this.#unordered)
-      // a thenable that is not a native promise (a wrapped Collection) is adopted
-      if (!(sent instanceof Promise)) sent = Promise.resolve(sent)
-    } catch (err) {
-      sent = Promise.reject(err) // a driver that throws instead of rejecting must not strand the batch
-    }
     // the answer is handled a microtask after the driver's promise settles, either way; one
     // `then` with two small closures per batch (an async function awaiting it cost twice the memory)
-    sent.then(
+    this.#wire.send(batch, models, span).then(
       (result: SentAnswer | undefined) => { this.#answer(batch, started, span, false, result) },
       (err: unknown) => { this.#answer(batch, started, span, true, err) }
     )
@@ -191,11 +168,10 @@ export class Sender {
       return
     }
     const queue = batch.queue
-    const options = queue.ordered ? this.#ordered : this.#unordered
     const out = new IsolationOutcome()
     this.isolated++
     await isolate(live, refusal, failure, {
-      send: models => queue.collection.bulkWrite(models, options),
+      send: models => this.#wire.bulkWrite(queue, models),
       classify: r => this.#classifyRefusal(r),
       ordered: queue.ordered,
       collection: queue.name,
