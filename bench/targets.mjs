@@ -70,7 +70,8 @@ function physicalLimitTargets (loadCurve, cpuAccount) {
       target: 'Physical limit: buffered ≥ 0.65x the no-DB route at 100 connections with p99 ≤ 2x its p99, or this library + the driver ≤ 6 µs per request',
       measured: `${fmt(r.bufferedVsNoDb, 'x')}, p99 ${fmt(buffered.p99Ms, ' ms')} vs ${fmt(noop.p99Ms, ' ms')}; library + driver ${fmt(r.bufferedLibraryPlusDriverUs, ' µs')}`,
       met: ((r.bufferedVsNoDb ?? 0) >= 0.65 && p99Ok) || (r.bufferedLibraryPlusDriverUs ?? Infinity) <= 6,
-      notes: `the driver alone at this load's batch size (${fmt(buffered.avgBatch)} writes): bulkWrite ${fmt(r.driverFloorBulkWriteUs, ' µs')}, insert command ${fmt(r.driverFloorInsertCommandUs, ' µs')} per write; this library + the cheapest: ${fmt(r.libraryPlusCheapestDriverUs, ' µs')}`,
+      notes: `the driver alone at this load's batch size (${fmt(buffered.avgBatch)} writes): bulkWrite ${fmt(r.driverFloorBulkWriteUs, ' µs')}, insert command ${fmt(r.driverFloorInsertCommandUs, ' µs')} per write; this library + the cheapest: ${fmt(r.libraryPlusCheapestDriverUs, ' µs')}; ` +
+        `this machine's bound at 100 connections (no-DB app + cheapest driver + server + load generator, no idle): ${fmt(r.boundVsNoDb, 'x')} the no-DB route, ${fmt(r.boundVsNaive, 'x')} naive (${fmt(r.boundWithoutDriverVsNaive, 'x')} with a free driver too)`,
     })
   }
   return out

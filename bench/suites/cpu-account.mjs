@@ -570,8 +570,9 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
   const results = ROUTES.map(rowOf)
   const floor = FLOOR_WAYS.map(w => ({ ...rowOf({ key: w.key, name: `${w.name} of ${floorBatch}, ${FLOOR_IN_FLIGHT} in flight (µs per write)` }), batch: floorBatch, inFlight: FLOOR_IN_FLIGHT }))
   const table = accountTable([...results, ...floor])
-  const { noop, buffered } = Object.fromEntries(results.map(r => [r.key, r]))
+  const { noop, buffered, naive } = Object.fromEntries(results.map(r => [r.key, r]))
   const { floorBulkWrite, floorInsertCommand } = Object.fromEntries(floor.map(r => [r.key, r]))
+  const bound = boundOf({ noop, buffered, naive, floorInsertCommand }, cores)
   return {
     title: 'CPU account per request (100 connections)',
     unit: 'req/s',
@@ -589,6 +590,10 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
       driverFloorInsertCommandUs: floorInsertCommand.us.driver,
       // this library's own share plus the cheapest driver call: what no change of ours can go below
       libraryPlusCheapestDriverUs: round((buffered.us.library ?? 0) + (floorInsertCommand.us.driver ?? 0), 1),
+      // the physical bound of this machine at this load (boundOf): the best a buffered route could reach
+      boundVsNoDb: bound.withDriver === null ? null : ratio(bound.withDriver, noop.rate),
+      boundVsNaive: bound.withDriver === null ? null : ratio(bound.withDriver, naive.rate),
+      boundWithoutDriverVsNaive: bound.withoutDriver === null ? null : ratio(bound.withoutDriver, naive.rate),
     },
     notes: [
       `window: ${round(windowS, 1)} s in the middle of each route's load (after ${round(warmS, 1)} s of warm-up${jitWarmS > 0 ? `, and ${jitWarmS} s of untimed load on every route before the first` : ', no untimed JIT warm-up before'}); requests = handler completions inside the window; ${cores} cores; load average at each route's start ${loadAvg.join(' / ')} — the machine is shared, so absolute µs move with other agents' load; compare shares`,
@@ -597,6 +602,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
         ? 'server processes: not found by the URI\'s port (not Linux, or the server is remote): not measured'
         : `server processes: pid ${server.front} listening on the URI's port${server.postmaster === null ? '' : ` + PostgreSQL postmaster ${server.postmaster} and its children`} (only this server, not other servers on the machine)`,
       'other processes = machine busy − app − server − load generator; the sum of all rows is checked against cores × window seconds (sumVsWallCpu, 1.00 = all CPU accounted)',
+      'bound (boundVsNoDb, boundVsNaive): cores ÷ (the no-DB route\'s app CPU + the driver-alone insert command\'s app CPU per write + the buffered route\'s server and load-generator CPU per request), no idle: the req/s a buffered route could reach if this library cost nothing and the driver no more than alone; boundWithoutDriverVsNaive: the same with the driver free too',
       `driver alone: batches of ${floorBatch} documents (the buffered route's average in its window) sent straight through the driver, ${FLOOR_IN_FLIGHT} in flight, no library, no HTTP, profiled like a route; "bulkWrite" is the call the buffer makes, "insert command" one insert command through db.command (no bulk layer): its driver row is the least any sender through this driver pays per write at this batch size`,
       'caveat: on a busy machine the V8 profile over-charges socket writes (writev, writeBuffer): its samples land where the thread resumes after being preempted, and a loopback write that wakes the peer is where that happens; perf\'s on-CPU samples (standalone, FWB_CPU_PERF=1) put them 2-3x lower at load average 4-10, so the JS rows are the firmer part of the split',
     ],
@@ -606,6 +612,21 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
 // ---------------------------------------------------------------- printing
 
 const fmt = x => (x === null || x === undefined ? '—' : x.toLocaleString('en-US', { maximumFractionDigits: 1, minimumFractionDigits: 1 }))
+
+/**
+ * The most req/s a buffered route could reach on these cores at this load: the no-DB route's whole
+ * app process, plus the cheapest driver call per write at this batch size (its whole app process
+ * in the driver-alone row: `withDriver`) or nothing (`withoutDriver`: a buffer and driver that cost
+ * no CPU at all), plus the server's and the load generator's CPU per request as measured on the
+ * buffered route, with no idle time. Against the naive and no-DB routes' measured rates this says
+ * which ratios the machine allows before any library code runs.
+ */
+function boundOf ({ noop, buffered, floorInsertCommand }, cores) {
+  const fixed = [noop.appUs, buffered.us.server, buffered.us.loadGen]
+  if (fixed.some(v => v === null || v === undefined) || floorInsertCommand.appUs === null) return { withDriver: null, withoutDriver: null }
+  const base = fixed.reduce((a, b) => a + b, 0)
+  return { withDriver: (cores * 1e6) / (base + floorInsertCommand.appUs), withoutDriver: (cores * 1e6) / base }
+}
 
 /** Markdown: rows = components, columns = routes; µs per request (share of the app's CPU). */
 export function accountTable (results) {
