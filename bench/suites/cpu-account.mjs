@@ -572,7 +572,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
   const table = accountTable([...results, ...floor])
   const { noop, buffered, naive } = Object.fromEntries(results.map(r => [r.key, r]))
   const { floorBulkWrite, floorInsertCommand } = Object.fromEntries(floor.map(r => [r.key, r]))
-  const bound = boundOf({ noop, buffered, naive, floorInsertCommand }, cores)
+  const bound = boundOf({ noop, buffered, floorInsertCommand }, cores)
   return {
     title: 'CPU account per request (100 connections)',
     unit: 'req/s',

@@ -14,6 +14,9 @@ import { per1k, rate, ratio, round } from '../stats.mjs'
 import { Tally } from '../tally.mjs'
 
 export const LEVELS = [1, 10, 100, 400]
+const USERS = 1000
+const BODY = JSON.stringify({ user: 'u1', kind: 'click', value: 42 })
+const sha256 = s => createHash('sha256').update(s).digest('base64')
 
 /** The variants' order within one level: naive, buffered, then mirrored each further round (ABBA…). */
 function roundOrder (rounds) {
@@ -21,9 +24,6 @@ function roundOrder (rounds) {
   for (let i = 0; i < rounds; i++) order.push(...(i % 2 === 0 ? ['naive', 'buffered'] : ['buffered', 'naive']))
   return order
 }
-const USERS = 1000
-const BODY = JSON.stringify({ user: 'u1', kind: 'click', value: 42 })
-const sha256 = s => createHash('sha256').update(s).digest('base64')
 
 /** Peak number of connections checked out of this client's pool at once. */
 function connectionGauge (client) {
@@ -43,8 +43,7 @@ async function seedUsers (db) {
  * `jitWarmS`: seconds of untimed load (100 connections) on each of the curve's routes, both
  * variants, before the first level is measured: cold, the first level measured (1 connection)
  * paid each route's JIT compilation inside its window.
- */
-/**
+ *
  * Each level runs the two variants in alternating rounds, naive-buffered-buffered-naive (ABBA) for
  * `curveRounds: 2`, `durationS` each, and keeps each variant's best round by req/s: one window per
  * variant on a shared 2-core machine put the ratio at 1 connection anywhere in 0.72-1.26x across
