@@ -25,6 +25,51 @@ function roundOrder (rounds) {
   return order
 }
 
+const mean = xs => (xs.length === 0 || xs.some(x => x === null || x === undefined) ? null : xs.reduce((a, b) => a + b, 0) / xs.length)
+const sumOf = xs => (xs.some(x => x === null || x === undefined) ? null : xs.reduce((a, b) => a + b, 0))
+
+/**
+ * One variant's row at one level, pooled over its rounds: req/s = all requests ÷ all seconds,
+ * CPU per request = all CPU ÷ all requests, p50/p99 and idle the rounds' means. Pooled, not the
+ * best round: the machine drifts within a level (one variant's four 3 s rounds at one connection went
+ * 1,150 → 1,998 req/s within 25 s), and alternating rounds cancel a steady drift only when averaged — the
+ * best of ABBA favours whichever variant holds the last round while the machine speeds up.
+ */
+function pooledRow (route, variant, connections, rounds) {
+  const served = rounds.reduce((a, x) => a + x.served, 0)
+  const perReq = seconds => (served === 0 || seconds === null ? null : round(seconds * 1e6 / served))
+  const cpuUs = [perReq(sumOf(rounds.map(x => x.cpu.appCpuS))), perReq(sumOf(rounds.map(x => x.cpu.serverCpuS))), perReq(sumOf(rounds.map(x => x.r.cpuS)))]
+  const totalCpuUsPerReq = cpuUs.includes(null) ? null : cpuUs.reduce((a, b) => a + b, 0)
+  const idle = mean(rounds.map(x => x.cpu.idleShare))
+  const p50 = mean(rounds.map(x => x.r.p50Ms))
+  const p99 = mean(rounds.map(x => x.r.p99Ms))
+  return {
+    key: `${route}-${variant}-${connections}`,
+    name: `${route} ${variant} @${connections}`,
+    route,
+    variant,
+    connections,
+    rate: rate(rounds.reduce((a, x) => a + x.r.requests, 0), rounds.reduce((a, x) => a + x.r.durationS, 0) * 1000),
+    p50Ms: p50 === null ? null : round(p50, 2),
+    p99Ms: p99 === null ? null : round(p99, 2),
+    // write commands (insert/update) per 1,000 requests answered
+    dbCommandsPer1kWrites: per1k(rounds.reduce((a, x) => a + x.commands, 0), served),
+    non2xx: rounds.reduce((a, x) => a + x.r.non2xx, 0),
+    errors: rounds.reduce((a, x) => a + x.r.errors, 0),
+    appCpuUsPerReq: cpuUs[0],
+    serverCpuUsPerReq: cpuUs[1],
+    loadGenCpuUsPerReq: cpuUs[2],
+    // the most req/s this machine's cores could serve at this CPU cost per request (0% idle);
+    // kernel time spent outside these processes (network softirq) is not counted
+    cpuCeilingReqS: totalCpuUsPerReq === null ? null : Math.round(availableParallelism() * 1e6 / totalCpuUsPerReq),
+    idlePct: idle === null ? null : round(idle * 100, 1),
+    // most connections checked out at once in any round (the pool bound)
+    peakConnections: Math.max(...rounds.map(x => x.peak)),
+    // each round's req/s, in the order run
+    roundRates: rounds.map(x => rate(x.r.requests, x.r.durationS * 1000)),
+  }
+}
+
 /** Peak number of connections checked out of this client's pool at once. */
 function connectionGauge (client) {
   const g = { current: 0, peak: 0, reset () { this.peak = this.current } }
@@ -44,10 +89,10 @@ async function seedUsers (db) {
  * variants, before the first level is measured: cold, the first level measured (1 connection)
  * paid each route's JIT compilation inside its window.
  *
- * Each level runs the two variants in alternating rounds, naive-buffered-buffered-naive (ABBA) for
- * `curveRounds: 2`, `durationS` each, and keeps each variant's best round by req/s: one window per
- * variant on a shared 2-core machine put the ratio at 1 connection anywhere in 0.72-1.26x across
- * five runs of the same build (naive 1,297-1,974 req/s, buffered 1,429-1,912).
+ * Each level runs the two variants in alternating rounds, naive-buffered-buffered-naive (ABBA…)
+ * for `curveRounds`, `durationS` each, pooled per variant (pooledRow): one window per variant on
+ * a shared 2-core machine put the ratio at 1 connection anywhere in 0.72-1.26x across five runs
+ * of the same build (naive 1,297-1,974 req/s, buffered 1,429-1,912).
  */
 export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRounds = 1, curveRoutes = ['insert', 'login'], curveLevels = LEVELS, jitWarmS = 0 }) {
   const { client: setup, db: setupDb } = await freshDb(uri, 'curve')
@@ -98,7 +143,7 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRou
   const results = []
   for (const route of curveRoutes) {
     for (const connections of curveLevels) {
-      const best = {}
+      const rounds = { naive: [], buffered: [] }
       for (const variant of roundOrder(curveRounds)) {
         const gauge = gauges[variant]
         gauge.reset()
@@ -108,42 +153,9 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRou
         const cfg = { url: `${base}/${route}/${variant}`, durationS, connections }
         const r = await load(`curve: ${route} ${variant} @${connections}`, route === 'insert' ? { ...cfg, body: BODY } : { ...cfg, users: USERS })
         await tally.idle()
-        const cpu = meter.stop()
-        const served = tally.acked - acked
-        const perReq = seconds => (served === 0 || seconds === null ? null : round(seconds * 1e6 / served))
-        const cpuUs = [perReq(cpu.appCpuS), perReq(cpu.serverCpuS), perReq(r.cpuS)]
-        const totalCpuUsPerReq = cpuUs.includes(null) ? null : cpuUs.reduce((a, b) => a + b, 0)
-        const row = {
-          key: `${route}-${variant}-${connections}`,
-          name: `${route} ${variant} @${connections}`,
-          route,
-          variant,
-          connections,
-          rate: rate(r.requests, r.durationS * 1000),
-          p50Ms: r.p50Ms,
-          p99Ms: r.p99Ms,
-          // write commands (insert/update) per 1,000 requests answered
-          dbCommandsPer1kWrites: per1k(writeCommands[variant] - commandsBefore, served),
-          non2xx: r.non2xx,
-          errors: r.errors,
-          appCpuUsPerReq: cpuUs[0],
-          serverCpuUsPerReq: cpuUs[1],
-          loadGenCpuUsPerReq: cpuUs[2],
-          // the most req/s this machine's cores could serve at this CPU cost per request (0% idle);
-          // kernel time spent outside these processes (network softirq) is not counted
-          cpuCeilingReqS: totalCpuUsPerReq === null ? null : Math.round(availableParallelism() * 1e6 / totalCpuUsPerReq),
-          idlePct: cpu.idleShare === null ? null : round(cpu.idleShare * 100, 1),
-          peakConnections: gauge.peak,
-          roundRates: [],
-        }
-        const kept = best[variant]
-        const rates = [...(kept?.roundRates ?? []), row.rate]
-        const peak = Math.max(row.peakConnections, kept?.peakConnections ?? 0)
-        best[variant] = kept === undefined || row.rate > kept.rate ? row : kept
-        best[variant].roundRates = rates
-        best[variant].peakConnections = peak // every round's, for the pool bound
+        rounds[variant].push({ r, cpu: meter.stop(), served: tally.acked - acked, commands: writeCommands[variant] - commandsBefore, peak: gauge.peak })
       }
-      results.push(best.naive, best.buffered)
+      for (const variant of ['naive', 'buffered']) results.push(pooledRow(route, variant, connections, rounds[variant]))
     }
   }
   await app.close()
@@ -183,7 +195,7 @@ export async function loadCurveSuite ({ uri, curveDurationS: durationS, curveRou
       'CPU µs per request from process.cpuUsage() (app, which includes this harness; load generator) and /proc/<pid>/stat of the ferretdb/postgres/mongod processes (server); idle from /proc/stat',
       'CPU ceiling: cores ÷ (app + server + load generator CPU per request), the req/s of a machine with no idle time at that cost; ceilingVsNaive: the buffered ceiling ÷ the naive measured rate',
       'peak connections: most connections checked out of the variant\'s own MongoClient pool at once',
-      curveRounds > 1 ? `each level: ${curveRounds} rounds of ${durationS} s per variant, alternating (naive, buffered, buffered, naive…); a variant's row is its best round by req/s (roundRates: every round's)` : `each level: one ${durationS} s window per variant, naive first`,
+      curveRounds > 1 ? `each level: ${curveRounds} rounds of ${durationS} s per variant, alternating (naive, buffered, buffered, naive…); a variant's row pools its rounds (all requests ÷ all seconds; p50, p99 and idle their means), which cancels a steady drift of the machine; roundRates: every round's req/s` : `each level: one ${durationS} s window per variant, naive first`,
       jitWarmS > 0 ? `JIT warm-up: ${jitWarmS} s of untimed load at 100 connections on each route and variant before the first level` : 'no JIT warm-up (quick run)',
       'the stand-in applies updates at ~300/s however batched, so the login curve is bound by it on FerretDB',
       'login route: the example app\'s rate limits and scrypt are left out, as in the login suites (bench/login-limits.mjs): they would cap it far below the database path it measures',
