@@ -25,3 +25,14 @@ export function ratio (a, b) {
 export function per1k (count, writes) {
   return writes > 0 ? round((count / writes) * 1000, 1) : null
 }
+
+/** Sum of the values; null if any is missing (a reading not taken spoils the total, not zero). */
+export function sum (values) {
+  return values.some(v => v === null || v === undefined) ? null : values.reduce((a, b) => a + b, 0)
+}
+
+/** Mean of the values; null without values or if any is missing. */
+export function mean (values) {
+  const s = sum(values)
+  return s === null || values.length === 0 ? null : s / values.length
+}

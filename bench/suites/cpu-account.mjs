@@ -24,7 +24,7 @@ import Fastify from 'fastify'
 import { MongoClient, ObjectId } from 'mongodb'
 import writeBuffer from '../../dist/index.js'
 import { withProgress } from '../progress.mjs'
-import { ratio, round } from '../stats.mjs'
+import { ratio, round, sum } from '../stats.mjs'
 
 const BODY = JSON.stringify({ user: 'u1', kind: 'click', value: 42 })
 const CONNECTIONS = 100
@@ -622,9 +622,8 @@ const fmt = x => (x === null || x === undefined ? '—' : x.toLocaleString('en-U
  * which ratios the machine allows before any library code runs.
  */
 function boundOf ({ noop, buffered, floorInsertCommand }, cores) {
-  const fixed = [noop.appUs, buffered.us.server, buffered.us.loadGen]
-  if (fixed.some(v => v === null || v === undefined) || floorInsertCommand.appUs === null) return { withDriver: null, withoutDriver: null }
-  const base = fixed.reduce((a, b) => a + b, 0)
+  const base = sum([noop.appUs, buffered.us.server, buffered.us.loadGen])
+  if (base === null || floorInsertCommand.appUs === null) return { withDriver: null, withoutDriver: null }
   return { withDriver: (cores * 1e6) / (base + floorInsertCommand.appUs), withoutDriver: (cores * 1e6) / base }
 }
 

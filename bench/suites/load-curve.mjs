@@ -10,7 +10,7 @@ import writeBuffer from '../../dist/index.js'
 import { freshDb } from '../db.mjs'
 import { load } from '../load.mjs'
 import { cpuMeter } from '../proc.mjs'
-import { per1k, rate, ratio, round } from '../stats.mjs'
+import { mean, per1k, rate, ratio, round, sum } from '../stats.mjs'
 import { Tally } from '../tally.mjs'
 
 export const LEVELS = [1, 10, 100, 400]
@@ -25,37 +25,33 @@ function roundOrder (rounds) {
   return order
 }
 
-const mean = xs => (xs.length === 0 || xs.some(x => x === null || x === undefined) ? null : xs.reduce((a, b) => a + b, 0) / xs.length)
-const sumOf = xs => (xs.some(x => x === null || x === undefined) ? null : xs.reduce((a, b) => a + b, 0))
-
 /**
  * One variant's row at one level, pooled over its rounds: req/s = all requests ÷ all seconds,
  * CPU per request = all CPU ÷ all requests, p50/p99 and idle the rounds' means. Pooled, not the
- * best round: the machine drifts within a level (one variant's four 3 s rounds at one connection went
- * 1,150 → 1,998 req/s within 25 s), and alternating rounds cancel a steady drift only when averaged — the
- * best of ABBA favours whichever variant holds the last round while the machine speeds up.
+ * best round: the machine drifts within a level (one variant's four 3 s rounds at 1 connection
+ * went 1,150 → 1,998 req/s within 25 s), and alternating rounds cancel a steady drift only when
+ * averaged; the best of ABBA favours naive, which holds the first and the last round.
  */
 function pooledRow (route, variant, connections, rounds) {
-  const served = rounds.reduce((a, x) => a + x.served, 0)
+  const total = f => sum(rounds.map(f))
+  const served = total(x => x.served)
   const perReq = seconds => (served === 0 || seconds === null ? null : round(seconds * 1e6 / served))
-  const cpuUs = [perReq(sumOf(rounds.map(x => x.cpu.appCpuS))), perReq(sumOf(rounds.map(x => x.cpu.serverCpuS))), perReq(sumOf(rounds.map(x => x.r.cpuS)))]
-  const totalCpuUsPerReq = cpuUs.includes(null) ? null : cpuUs.reduce((a, b) => a + b, 0)
+  const cpuUs = [perReq(total(x => x.cpu.appCpuS)), perReq(total(x => x.cpu.serverCpuS)), perReq(total(x => x.r.cpuS))]
+  const totalCpuUsPerReq = sum(cpuUs)
   const idle = mean(rounds.map(x => x.cpu.idleShare))
-  const p50 = mean(rounds.map(x => x.r.p50Ms))
-  const p99 = mean(rounds.map(x => x.r.p99Ms))
   return {
     key: `${route}-${variant}-${connections}`,
     name: `${route} ${variant} @${connections}`,
     route,
     variant,
     connections,
-    rate: rate(rounds.reduce((a, x) => a + x.r.requests, 0), rounds.reduce((a, x) => a + x.r.durationS, 0) * 1000),
-    p50Ms: p50 === null ? null : round(p50, 2),
-    p99Ms: p99 === null ? null : round(p99, 2),
+    rate: rate(total(x => x.r.requests), total(x => x.r.durationS) * 1000),
+    p50Ms: round(mean(rounds.map(x => x.r.p50Ms)), 2),
+    p99Ms: round(mean(rounds.map(x => x.r.p99Ms)), 2),
     // write commands (insert/update) per 1,000 requests answered
-    dbCommandsPer1kWrites: per1k(rounds.reduce((a, x) => a + x.commands, 0), served),
-    non2xx: rounds.reduce((a, x) => a + x.r.non2xx, 0),
-    errors: rounds.reduce((a, x) => a + x.r.errors, 0),
+    dbCommandsPer1kWrites: per1k(total(x => x.commands), served),
+    non2xx: total(x => x.r.non2xx),
+    errors: total(x => x.r.errors),
     appCpuUsPerReq: cpuUs[0],
     serverCpuUsPerReq: cpuUs[1],
     loadGenCpuUsPerReq: cpuUs[2],
