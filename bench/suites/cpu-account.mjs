@@ -22,8 +22,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import Fastify from 'fastify'
 import { MongoClient, ObjectId } from 'mongodb'
-import writeBuffer from '../../dist/index.js'
+import writeBuffer, { WriteBuffer } from '../../dist/index.js'
 import { withProgress } from '../progress.mjs'
+import { stubDb } from '../stub-db.mjs'
 import { ratio, round, sum } from '../stats.mjs'
 
 const BODY = JSON.stringify({ user: 'u1', kind: 'click', value: 42 })
@@ -473,8 +474,12 @@ const FLOOR_IN_FLIGHT = 2
 const ROUTES = [
   { key: 'noop', name: 'no-DB' },
   { key: 'buffered', name: 'buffered' },
+  { key: 'inProcess', name: 'buffered, in-process server' },
   { key: 'naive', name: 'naive' },
 ]
+
+/** The in-process server's round trip before the buffered route has measured one (warm-up only). */
+const IN_PROCESS_WARM_UP_MS = 3
 
 /**
  * `durationS`: seconds of load per route; the first third (≤ 2 s) warms up, the rest is measured.
@@ -494,7 +499,12 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
   await db.dropDatabase()
   const app = Fastify({ logger: false })
   await app.register(writeBuffer, { db, maxBatchSize: 1000 })
-  const counts = { first: null, noop: 0, buffered: 0, naive: 0 }
+  // the buffered route again over a server that answers each batch after the buffered route's
+  // own round trip and costs no CPU (no driver, no socket): the same batching, promises and
+  // settling, so buffered − in-process is what the driver and the server's socket cost the app
+  const roundTrip = { ms: IN_PROCESS_WARM_UP_MS }
+  const inProcess = new WriteBuffer(stubDb({ answerAfterMs: () => roundTrip.ms }), { maxBatchSize: 1000 })
+  const counts = { first: null, noop: 0, buffered: 0, inProcess: 0, naive: 0 }
   const doc = body => ({ ...body, at: new Date() })
   const seen = () => { if (counts.first === null) counts.first = performance.now() }
   app.post('/noop', async (req, reply) => {
@@ -508,6 +518,12 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
     counts.buffered++
     return reply.code(201).send({ ok: true })
   })
+  app.post('/inProcess', async (req, reply) => {
+    seen()
+    await inProcess.collection('buffered').insertOne(doc(req.body))
+    counts.inProcess++
+    return reply.code(201).send({ ok: true })
+  })
   app.post('/naive', async (req, reply) => {
     seen()
     await db.collection('naive').insertOne(doc(req.body))
@@ -519,17 +535,20 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
   const measured = {}
   const loadAvg = []
   let floorBatch = 1
+  const bufferOf = key => (key === 'inProcess' ? inProcess : app.writeBuffer)
   try {
     if (jitWarmS > 0) {
       for (const r of ROUTES) {
         await withProgress(`cpu account: warm-up, ${r.name}`, () => startLoad(`${base}/${r.key}`, jitWarmS).done, jitWarmS * 1000)
-        if (r.key === 'buffered') await app.writeBuffer.flush()
+        await bufferOf(r.key).flush()
       }
     }
     for (const r of ROUTES) {
       loadAvg.push(round(os.loadavg()[0], 2))
-      measured[r.key] = await withProgress(`cpu account: ${r.name}`, () => measureRoute({ base, route: r.key, counts, server, warmS, windowS, profileDir, stats: () => app.writeBuffer.stats() }), (warmS + windowS + 1.5) * 1000)
-      if (r.key === 'buffered') await app.writeBuffer.flush()
+      measured[r.key] = await withProgress(`cpu account: ${r.name}`, () => measureRoute({ base, route: r.key, counts, server, warmS, windowS, profileDir, stats: () => bufferOf(r.key).stats() }), (warmS + windowS + 1.5) * 1000)
+      await bufferOf(r.key).flush()
+      // one batch in flight at a time: the window's seconds ÷ its batches is the batch round trip
+      if (r.key === 'buffered' && measured.buffered.batches > 0) roundTrip.ms = (1000 * measured.buffered.cpu.wallS) / measured.buffered.batches
     }
     // the driver alone at the batch size the buffered route produced
     floorBatch = Math.max(1, Math.round(measured.buffered.avgBatch ?? 1))
@@ -539,6 +558,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
     }
   } finally {
     await app.close()
+    await inProcess.close()
     await client.close()
   }
   const accounts = Object.fromEntries([...ROUTES, ...FLOOR_WAYS].map(r => [r.key, account(measured[r.key], cores)]))
@@ -570,7 +590,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
   const results = ROUTES.map(rowOf)
   const floor = FLOOR_WAYS.map(w => ({ ...rowOf({ key: w.key, name: `${w.name} of ${floorBatch}, ${FLOOR_IN_FLIGHT} in flight (µs per write)` }), batch: floorBatch, inFlight: FLOOR_IN_FLIGHT }))
   const table = accountTable([...results, ...floor])
-  const { noop, buffered, naive } = Object.fromEntries(results.map(r => [r.key, r]))
+  const { noop, buffered, inProcess: inProcessRow, naive } = Object.fromEntries(results.map(r => [r.key, r]))
   const { floorBulkWrite, floorInsertCommand } = Object.fromEntries(floor.map(r => [r.key, r]))
   const bound = boundOf({ noop, buffered, floorInsertCommand }, cores)
   return {
@@ -585,6 +605,13 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
       bufferedVsNoDb: ratio(buffered.rate, noop.rate),
       bufferedAppCpuVsNoDb: ratio(buffered.appUs, noop.appUs),
       bufferedLibraryPlusDriverUs: round((buffered.us.library ?? 0) + (buffered.us.driver ?? 0), 1),
+      // the same route over a server with the same round trip and no CPU, no driver, no socket
+      inProcessVsNoDb: ratio(inProcessRow.rate, noop.rate),
+      inProcessRoundTripMs: round(roundTrip.ms, 2),
+      // app CPU per request the buffer adds to the no-DB route with no driver below it (library, its promises and timers, the awaiting handler)
+      bufferInRouteUs: difference(inProcessRow.appUs, noop.appUs),
+      // app CPU per request the driver and the server's socket add on top of that
+      driverInRouteUs: difference(buffered.appUs, inProcessRow.appUs),
       // the driver alone, at the batch size this load produced: the calls the buffer makes, and the cheapest
       driverFloorBulkWriteUs: floorBulkWrite.us.driver,
       driverFloorInsertCommandUs: floorInsertCommand.us.driver,
@@ -603,6 +630,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
         : `server processes: pid ${server.front} listening on the URI's port${server.postmaster === null ? '' : ` + PostgreSQL postmaster ${server.postmaster} and its children`} (only this server, not other servers on the machine)`,
       'other processes = machine busy − app − server − load generator; the sum of all rows is checked against cores × window seconds (sumVsWallCpu, 1.00 = all CPU accounted)',
       'bound (boundVsNoDb, boundVsNaive): cores ÷ (the no-DB route\'s app CPU + the driver-alone insert command\'s app CPU per write + the buffered route\'s server and load-generator CPU per request), no idle: the req/s a buffered route could reach if this library cost nothing and the driver no more than alone; boundWithoutDriverVsNaive: the same with the driver free too',
+      `buffered, in-process server: the buffered route's handler over a second WriteBuffer whose stub Db answers each batch after ${round(roundTrip.ms, 2)} ms (the buffered route's window ÷ its batches: one batch is in flight at a time) and costs no CPU — no driver, no socket; bufferInRouteUs = its app CPU − the no-DB route's (what the buffer costs in the route without a driver), driverInRouteUs = the buffered route's app CPU − its (what the driver and the server's socket add)`,
       `driver alone: batches of ${floorBatch} documents (the buffered route's average in its window) sent straight through the driver, ${FLOOR_IN_FLIGHT} in flight, no library, no HTTP, profiled like a route; "bulkWrite" is the call the buffer makes, "insert command" one insert command through db.command (no bulk layer): its driver row is the least any sender through this driver pays per write at this batch size`,
       'caveat: on a busy machine the V8 profile over-charges socket writes (writev, writeBuffer): its samples land where the thread resumes after being preempted, and a loopback write that wakes the peer is where that happens; perf\'s on-CPU samples (standalone, FWB_CPU_PERF=1) put them 2-3x lower at load average 4-10, so the JS rows are the firmer part of the split',
     ],
@@ -621,6 +649,10 @@ const fmt = x => (x === null || x === undefined ? '—' : x.toLocaleString('en-U
  * buffered route, with no idle time. Against the naive and no-DB routes' measured rates this says
  * which ratios the machine allows before any library code runs.
  */
+function difference (a, b) {
+  return a === null || b === null ? null : round(a - b, 1)
+}
+
 function boundOf ({ noop, buffered, floorInsertCommand }, cores) {
   const base = sum([noop.appUs, buffered.us.server, buffered.us.loadGen])
   if (base === null || floorInsertCommand.appUs === null) return { withDriver: null, withoutDriver: null }
