@@ -2,9 +2,11 @@
 // the buffer (1,000 concurrent callers, product defaults) against the same N documents sent by hand
 // as unordered bulkWrite(1000) with 1, 2 and 4 in flight: docs/s and the app's CPU per write
 // (process.cpuUsage), one client each without command monitoring (it costs the driver CPU). Every
-// variant runs once to warm the JIT, then the rounds alternate (buffered, raw 1, raw 2, raw 4,
-// buffered, …) so neither side is favoured by the JIT or by drift on a shared machine; each keeps
-// its best round. Ratios: buffered ÷ the best raw variant, from this one run.
+// variant runs once to warm the JIT, then the rounds alternate, the cycle forwards and backwards in
+// turn (…, raw 4, raw 2, raw 1, buffered, buffered, raw 1, …) so neither side is favoured by the
+// JIT or by drift on a shared machine (in a cycle always led by the buffer, a steady drift favours
+// whichever variants run late in it); each keeps its best round. Ratios: buffered ÷ the best raw
+// variant, from this one run.
 //   npm run build && MONGODB_URI=mongodb://… node bench/suites/api-path.mjs [writes] [rounds]
 import { MongoClient } from 'mongodb'
 import { WriteBuffer } from '../../dist/index.js'
@@ -75,7 +77,8 @@ export async function apiPathSuite ({ uri, apiPathWrites = 20_000, apiPathRounds
   try {
     await withProgress('api path: buffered vs raw bulkWrite (warm-up, then alternating rounds)', async () => {
       for (let r = 0; r <= apiPathRounds; r++) { // round 0 warms the JIT and is not kept
-        for (const v of variants) {
+        // the cycle runs forwards, then backwards: no variant always goes first (or last) while the machine drifts
+        for (const v of r % 2 === 0 ? variants : [...variants].reverse()) {
           const name = `c${n++}`
           const row = v.buffered ? await bufferedRound(db, name, apiPathWrites) : await rawRound(db, name, apiPathWrites, v.inFlight, v.batch)
           await db.collection(name).drop().catch(() => {})
@@ -107,7 +110,7 @@ export async function apiPathSuite ({ uri, apiPathWrites = 20_000, apiPathRounds
       bufferedVsBestRawSameOutstanding: ratio(buffered.rate, fastestSame.rate),
     },
     notes: [
-      `best of ${apiPathRounds} alternating rounds per variant after one warm-up round each; each round writes to a new collection, dropped after it`,
+      `best of ${apiPathRounds} alternating rounds per variant after one warm-up round each, the cycle of variants run forwards and backwards in turn; each round writes to a new collection, dropped after it`,
       `raw: ${RAW_BATCH} documents per bulkWrite, best of ${RAW_IN_FLIGHT.join('/')} in flight (fastest: ${fastestRaw.name}; leanest CPU: ${leanestRaw.name}); no command monitoring on either client`,
       `the buffer's ${CALLERS} awaited callers have at most ${CALLERS} writes outstanding, the raw rows at 2 and 4 in flight ${2 * RAW_BATCH} and ${4 * RAW_BATCH}; bufferedVsBestRawSameOutstanding compares with the fastest raw way of keeping ${CALLERS} out (${fastestSame.name})`,
     ],
