@@ -4,10 +4,30 @@
 // batch), as a server with that round trip and no CPU would; no driver.
 const ANSWER = { insertedCount: 0, matchedCount: 0, modifiedCount: 0, deletedCount: 0, upsertedCount: 0, upsertedIds: {}, insertedIds: {} }
 
+/**
+ * Waits that average `target()` ms, as a server with that round trip would take. Node's timers
+ * count whole milliseconds (1.88 is run as 1) and fire late by the event loop's delay, so each
+ * wait is the target less the late part seen so far (a running mean), rounded up or down at
+ * random in proportion to its fraction.
+ */
+function roundTrips (target) {
+  let late = 0
+  return () => new Promise(resolve => {
+    const asked = Math.max(0, target() - late)
+    const whole = Math.floor(asked)
+    const ms = Math.random() < asked - whole ? whole + 1 : whole
+    const start = performance.now()
+    setTimeout(() => {
+      late += (performance.now() - start - ms - late) / 16
+      resolve(ANSWER)
+    }, ms)
+  })
+}
+
 export function stubDb ({ answerAfterMs } = {}) {
   const answer = answerAfterMs === undefined
     ? () => new Promise(resolve => setImmediate(resolve, ANSWER))
-    : () => new Promise(resolve => setTimeout(resolve, answerAfterMs(), ANSWER))
+    : roundTrips(answerAfterMs)
   const collections = new Map()
   return {
     databaseName: 'stub',
