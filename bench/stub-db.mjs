@@ -1,7 +1,7 @@
 // The stub Db of the suites that measure our code alone (scale-dispatch, self-time, the CPU
 // account's in-process route): its bulkWrite answers after one setImmediate, as a server that
-// costs nothing would — or, with `answerAfterMs()`, after a timer of that many ms (read per
-// batch), as a server with that round trip and no CPU would; no driver.
+// costs nothing would — or, with `answerAfterMs()`, after waits that average that many ms (read
+// per batch), as a server with that round trip and no CPU would; no driver.
 const ANSWER = { insertedCount: 0, matchedCount: 0, modifiedCount: 0, deletedCount: 0, upsertedCount: 0, upsertedIds: {}, insertedIds: {} }
 
 /**

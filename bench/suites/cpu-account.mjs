@@ -614,7 +614,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
       inProcessVsNoDb: ratio(inProcessRow.rate, noop.rate),
       inProcessRoundTripMs: round(roundTrip.ms, 2),
       // as it came out, measured as the buffered route's is (the buffer's median send → answer)
-      inProcessAchievedRoundTripMs: inProcess.stats().roundTripMs.p50,
+      inProcessAchievedRoundTripMs: round(inProcess.stats().roundTripMs.p50, 2),
       // app CPU per request the buffer adds to the no-DB route with no driver below it (library, its promises and timers, the awaiting handler)
       bufferInRouteUs: difference(inProcessRow.appUs, noop.appUs),
       // app CPU per request the driver and the server's socket add on top of that
@@ -648,6 +648,11 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
 
 const fmt = x => (x === null || x === undefined ? '—' : x.toLocaleString('en-US', { maximumFractionDigits: 1, minimumFractionDigits: 1 }))
 
+/** a − b, µs per request; null when either was not measured */
+function difference (a, b) {
+  return a === null || b === null ? null : round(a - b, 1)
+}
+
 /**
  * The most req/s a buffered route could reach on these cores at this load: the no-DB route's whole
  * app process, plus the cheapest driver call per write at this batch size (its whole app process
@@ -656,10 +661,6 @@ const fmt = x => (x === null || x === undefined ? '—' : x.toLocaleString('en-U
  * buffered route, with no idle time. Against the naive and no-DB routes' measured rates this says
  * which ratios the machine allows before any library code runs.
  */
-function difference (a, b) {
-  return a === null || b === null ? null : round(a - b, 1)
-}
-
 function boundOf ({ noop, buffered, floorInsertCommand }, cores) {
   const base = sum([noop.appUs, buffered.us.server, buffered.us.loadGen])
   if (base === null || floorInsertCommand.appUs === null) return { withDriver: null, withoutDriver: null }
