@@ -7,8 +7,9 @@ const ANSWER = { insertedCount: 0, matchedCount: 0, modifiedCount: 0, deletedCou
 /**
  * Waits that average `target()` ms, as a server with that round trip would take. Node's timers
  * count whole milliseconds (1.88 is run as 1) and fire late by the event loop's delay, so each
- * wait is the target less the late part seen so far (a running mean), rounded up or down at
- * random in proportion to its fraction.
+ * wait is the target less the lateness seen so far (a moving average, 1/16 per wait), rounded up
+ * or down at random in proportion to its fraction. Targets under about 1 ms come out at 1 ms or
+ * more: Node waits at least 1 ms.
  */
 function roundTrips (target) {
   let late = 0

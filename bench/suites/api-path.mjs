@@ -2,11 +2,11 @@
 // the buffer (1,000 concurrent callers, product defaults) against the same N documents sent by hand
 // as unordered bulkWrite(1000) with 1, 2 and 4 in flight: docs/s and the app's CPU per write
 // (process.cpuUsage), one client each without command monitoring (it costs the driver CPU). Every
-// variant runs once to warm the JIT, then the rounds alternate, the cycle forwards and backwards in
-// turn (…, raw 4, raw 2, raw 1, buffered, buffered, raw 1, …) so neither side is favoured by the
-// JIT or by drift on a shared machine (in a cycle always led by the buffer, a steady drift favours
-// whichever variants run late in it); each keeps its best round. Ratios: buffered ÷ the best raw
-// variant, from this one run.
+// variant runs once to warm the JIT, then the rounds alternate, the cycle forwards and backwards
+// in turn (buffered, raw 1, …, raw 4, raw 4, …, raw 1, buffered; 6 kept rounds in the full run),
+// so neither side is favoured by the JIT or by drift on a shared machine (in a cycle always led by
+// the buffer, a steady drift favours whichever variants run late in it); each keeps its best
+// round. Ratios: buffered ÷ the best raw variant, from this one run.
 //   npm run build && MONGODB_URI=mongodb://… node bench/suites/api-path.mjs [writes] [rounds]
 import { MongoClient } from 'mongodb'
 import { WriteBuffer } from '../../dist/index.js'
@@ -62,7 +62,7 @@ function rawRound (db, name, writes, inFlight, batchSize = RAW_BATCH) {
   })
 }
 
-export async function apiPathSuite ({ uri, apiPathWrites = 20_000, apiPathRounds = 5 }) {
+export async function apiPathSuite ({ uri, apiPathWrites = 20_000, apiPathRounds = 6 }) {
   const client = new MongoClient(uri)
   await client.connect()
   const db = client.db('fwb_bench_api_path')
@@ -77,8 +77,9 @@ export async function apiPathSuite ({ uri, apiPathWrites = 20_000, apiPathRounds
   try {
     await withProgress('api path: buffered vs raw bulkWrite (warm-up, then alternating rounds)', async () => {
       for (let r = 0; r <= apiPathRounds; r++) { // round 0 warms the JIT and is not kept
-        // the cycle runs forwards, then backwards: no variant always goes first (or last) while the machine drifts
-        for (const v of r % 2 === 0 ? variants : [...variants].reverse()) {
+        // kept rounds run the cycle forwards, then backwards (an even count balances them): no
+        // variant always goes first (or last) while the machine drifts
+        for (const v of r % 2 === 1 ? variants : [...variants].reverse()) {
           const name = `c${n++}`
           const row = v.buffered ? await bufferedRound(db, name, apiPathWrites) : await rawRound(db, name, apiPathWrites, v.inFlight, v.batch)
           await db.collection(name).drop().catch(() => {})
@@ -119,7 +120,7 @@ export async function apiPathSuite ({ uri, apiPathWrites = 20_000, apiPathRounds
 
 if (process.argv[1] === new URL(import.meta.url).pathname) {
   const uri = process.env.MONGODB_URI ?? 'mongodb://127.0.0.1:27018/'
-  const suite = await apiPathSuite({ uri, apiPathWrites: Number(process.argv[2] ?? 20_000), apiPathRounds: Number(process.argv[3] ?? 5) })
+  const suite = await apiPathSuite({ uri, apiPathWrites: Number(process.argv[2] ?? 20_000), apiPathRounds: Number(process.argv[3] ?? 6) })
   console.table(suite.results)
   console.log(suite.ratios)
 }

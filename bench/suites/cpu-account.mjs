@@ -503,7 +503,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
   // own round trip (its median, from the buffer's stats) and costs no CPU (no driver, no socket):
   // the same batching, promises and settling, so buffered − in-process is what the driver and
   // the server's socket cost the app
-  const roundTrip = { ms: IN_PROCESS_WARM_UP_MS }
+  const roundTrip = { ms: IN_PROCESS_WARM_UP_MS, achievedMs: 0 }
   const followBuffered = () => {
     const { p50 } = app.writeBuffer.stats().roundTripMs
     if (p50 > 0) roundTrip.ms = p50
@@ -554,6 +554,8 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
       measured[r.key] = await withProgress(`cpu account: ${r.name}`, () => measureRoute({ base, route: r.key, counts, server, warmS, windowS, profileDir, stats: () => bufferOf(r.key).stats() }), (warmS + windowS + 1.5) * 1000)
       await bufferOf(r.key).flush()
       if (r.key === 'buffered') followBuffered()
+      // read now: the stats' window (one to two minutes) would have moved past it by the end
+      if (r.key === 'inProcess') roundTrip.achievedMs = inProcess.stats().roundTripMs.p50
     }
     // the driver alone at the batch size the buffered route produced
     floorBatch = Math.max(1, Math.round(measured.buffered.avgBatch ?? 1))
@@ -562,9 +564,15 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
         () => measureFloor({ db, way, batch: floorBatch, inFlight: FLOOR_IN_FLIGHT, warmS, windowS, server, profileDir }), (warmS + windowS + 1.5) * 1000)
     }
   } finally {
-    await app.close()
-    await inProcess.close()
-    await client.close()
+    try {
+      await app.close()
+    } finally {
+      try {
+        await inProcess.close()
+      } finally {
+        await client.close()
+      }
+    }
   }
   const accounts = Object.fromEntries([...ROUTES, ...FLOOR_WAYS].map(r => [r.key, account(measured[r.key], cores)]))
   const rowOf = r => {
@@ -614,7 +622,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
       inProcessVsNoDb: ratio(inProcessRow.rate, noop.rate),
       inProcessRoundTripMs: round(roundTrip.ms, 2),
       // as it came out, measured as the buffered route's is (the buffer's median send → answer)
-      inProcessAchievedRoundTripMs: round(inProcess.stats().roundTripMs.p50, 2),
+      inProcessAchievedRoundTripMs: round(roundTrip.achievedMs, 2),
       // app CPU per request the buffer adds to the no-DB route with no driver below it (library, its promises and timers, the awaiting handler)
       bufferInRouteUs: difference(inProcessRow.appUs, noop.appUs),
       // app CPU per request the driver and the server's socket add on top of that
@@ -637,7 +645,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
         : `server processes: pid ${server.front} listening on the URI's port${server.postmaster === null ? '' : ` + PostgreSQL postmaster ${server.postmaster} and its children`} (only this server, not other servers on the machine)`,
       'other processes = machine busy − app − server − load generator; the sum of all rows is checked against cores × window seconds (sumVsWallCpu, 1.00 = all CPU accounted)',
       'bound (boundVsNoDb, boundVsNaive): cores ÷ (the no-DB route\'s app CPU + the driver-alone insert command\'s app CPU per write + the buffered route\'s server and load-generator CPU per request), no idle: the req/s a buffered route could reach if this library cost nothing and the driver no more than alone; boundWithoutDriverVsNaive: the same with the driver free too',
-      `buffered, in-process server: the buffered route's handler over a second WriteBuffer whose stub Db answers each batch after ${round(roundTrip.ms, 2)} ms (the buffered route's median round trip, send → answer, from its buffer's stats; the stub's whole-ms timers are steered to average that, stub-db.mjs; inProcessAchievedRoundTripMs is its own median, measured the same way) and costs no CPU — no driver, no socket; bufferInRouteUs = its app CPU − the no-DB route's (what the buffer costs in the route without a driver, with the extra event-loop wake-ups of a route that waits: fewer requests share each), driverInRouteUs = the buffered route's app CPU − its (what the driver and the server's socket add); both differences of whole-process CPU, so short windows (--quick) leave them noisy`,
+      `buffered, in-process server: the buffered route's handler over a second WriteBuffer whose stub Db answers each batch after ${round(roundTrip.ms, 2)} ms (the buffered route's median round trip, send → answer, from its buffer's stats; the stub's whole-ms timers are steered to average that, stub-db.mjs; inProcessAchievedRoundTripMs is its own median, measured the same way; the buffered route's round trips are skewed to the right, so a stub whose mean is their median answers sooner on average than the server did, if anything favouring this route) and costs no CPU — no driver, no socket; bufferInRouteUs = its app CPU − the no-DB route's (what the buffer costs in the route without a driver, with the extra event-loop wake-ups of a route that waits: fewer requests share each), driverInRouteUs = the buffered route's app CPU − its (what the driver and the server's socket add); both differences of whole-process CPU, so short windows (--quick) leave them noisy`,
       `driver alone: batches of ${floorBatch} documents (the buffered route's average in its window) sent straight through the driver, ${FLOOR_IN_FLIGHT} in flight, no library, no HTTP, profiled like a route; "bulkWrite" is the call the buffer makes, "insert command" one insert command through db.command (no bulk layer): its driver row is the least any sender through this driver pays per write at this batch size`,
       'caveat: on a busy machine the V8 profile over-charges socket writes (writev, writeBuffer): its samples land where the thread resumes after being preempted, and a loopback write that wakes the peer is where that happens; perf\'s on-CPU samples (standalone, FWB_CPU_PERF=1) put them 2-3x lower at load average 4-10, so the JS rows are the firmer part of the split',
     ],
