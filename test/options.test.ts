@@ -1,13 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import type { Db } from 'mongodb'
 import { InvalidOptionError, WriteBuffer } from '../src/index.js'
+import { thrownBy } from './support/thrown.js'
 
 const fakeDb = { collection: () => ({}) } as unknown as Db
-
-function thrownBy (fn: () => unknown): unknown {
-  try { fn() } catch (err) { return err }
-  return undefined
-}
 
 describe('options are validated once, with the bad value in the message', () => {
   const cases: Array<[object, RegExp]> = [

@@ -4,6 +4,7 @@ import { classify } from '../../src/mongo/driver-errors.js'
 import { acknowledged, InsertCommand, InsertConcernError, InsertWriteErrors, INLINE_MAX_BYTES } from '../../src/mongo/insert-command.js'
 import { DriverRetries } from '../../src/mongo/topology.js'
 import { buildInsert, buildUpdate } from '../../src/write/build-op.js'
+import { thrownBy } from '../support/thrown.js'
 
 // Which batches go as one insert command (src/mongo/insert-command.ts; the Sender asks it only
 // on a deployment where the driver never retries writes on its own): inserts only, and no
@@ -60,26 +61,18 @@ describe('reading an insert command\'s reply as a bulkWrite\'s answer', () => {
   })
 
   it('refused writes: InsertWriteErrors with numeric indexes and codes, however the reply was decoded (promoteValues: false gives Int32)', () => {
-    const err = catching(() => acknowledged({ ok: 1, n: 1, writeErrors: [{ index: new Int32(1), code: new Int32(11000), errmsg: 'E11000 duplicate key' }] }))
+    const err = thrownBy(() => acknowledged({ ok: 1, n: 1, writeErrors: [{ index: new Int32(1), code: new Int32(11000), errmsg: 'E11000 duplicate key' }] }))
     expect(err).toBeInstanceOf(InsertWriteErrors)
     expect((err as InsertWriteErrors).writeErrors).toEqual([{ index: 1, code: 11000, errmsg: 'E11000 duplicate key' }])
     expect((err as InsertWriteErrors).result.getWriteConcernError()).toBeUndefined()
   })
 
   it('a write concern error left in the reply (a driver that does not throw it) is not acknowledged: unknown, not retried, as the driver\'s MongoWriteConcernError', () => {
-    const err = catching(() => acknowledged({ ok: 1, n: 1, writeConcernError: { code: 64, errmsg: 'waiting for replication timed out' } }))
+    const err = thrownBy(() => acknowledged({ ok: 1, n: 1, writeConcernError: { code: 64, errmsg: 'waiting for replication timed out' } }))
     expect(err).toBeInstanceOf(InsertConcernError)
     expect(classify(err, false)).toMatchObject({ outcome: 'unknown', transient: false })
-    const both = catching(() => acknowledged({ ok: 1, n: 1, writeErrors: [{ index: 0, code: 11000 }], writeConcernError: { code: 64 } }))
+    const both = thrownBy(() => acknowledged({ ok: 1, n: 1, writeErrors: [{ index: 0, code: 11000 }], writeConcernError: { code: 64 } }))
+    expect(both).toBeInstanceOf(InsertWriteErrors)
     expect((both as InsertWriteErrors).result.getWriteConcernError()).toEqual({ code: 64 })
   })
 })
-
-function catching (f: () => unknown): unknown {
-  try {
-    f()
-  } catch (err) {
-    return err
-  }
-  throw new Error('did not throw')
-}
