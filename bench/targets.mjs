@@ -37,11 +37,11 @@ function curveTargets (loadCurve) {
 }
 
 function apiPathTargets (apiPath) {
-  const [buffered] = apiPath.results
+  const leanest = Math.min(...apiPath.results.filter(r => r.buffered).map(r => r.cpuUsPerWrite))
   return [{
     suite: 'apiPath',
-    target: 'API path: awaited insertOne ≥ 95% of raw bulkWrite docs/s (best of 1/2/4 in flight); app CPU per write ≤ 1.15x raw',
-    measured: `${fmt(apiPath.ratios.bufferedVsBestRaw, 'x')} docs/s (${fmt(apiPath.ratios.bufferedVsBestRawSameOutstanding, 'x')} of the best raw way with as many writes outstanding); CPU per write ${fmt(apiPath.ratios.cpuPerWriteVsLeanestRaw, 'x')} (${fmt(buffered?.cpuUsPerWrite, ' µs')})`,
+    target: 'API path: awaited insertOne ≥ 95% of raw bulkWrite docs/s (best of 1/2/4 in flight, the buffer with as many writes outstanding); app CPU per write ≤ 1.15x raw',
+    measured: `${fmt(apiPath.ratios.bufferedVsBestRaw, 'x')} docs/s (1,000 callers: ${fmt(apiPath.ratios.bufferedVsBestRawSameOutstanding, 'x')} of the best raw way with 1,000 writes outstanding); CPU per write ${fmt(apiPath.ratios.cpuPerWriteVsLeanestRaw, 'x')} (${fmt(leanest, ' µs')})`,
     met: (apiPath.ratios.bufferedVsBestRaw ?? 0) >= 0.95 && (apiPath.ratios.cpuPerWriteVsLeanestRaw ?? Infinity) <= 1.15,
     notes: apiPath.notes[1],
   }]

@@ -1,12 +1,14 @@
 // Suite: the API path against the raw driver (issue 26, item 4). N awaited insertOne calls through
-// the buffer (1,000 concurrent callers, product defaults) against the same N documents sent by hand
-// as unordered bulkWrite(1000) with 1, 2 and 4 in flight: docs/s and the app's CPU per write
-// (process.cpuUsage), one client each without command monitoring (it costs the driver CPU). Every
-// variant runs once to warm the JIT, then the rounds alternate, the cycle forwards and backwards
-// in turn (buffered, raw 1, …, raw 4, raw 4, …, raw 1, buffered; 6 kept rounds in the full run),
-// so neither side is favoured by the JIT or by drift on a shared machine (in a cycle always led by
-// the buffer, a steady drift favours whichever variants run late in it); each keeps its best
-// round. Ratios: buffered ÷ the best raw variant, from this one run.
+// the buffer (product defaults) against the same N documents sent by hand as unordered
+// bulkWrite(1000) with 1, 2 and 4 in flight: docs/s and the app's CPU per write
+// (process.cpuUsage), one client each without command monitoring (it costs the driver CPU).
+// Both sides get the same writes outstanding: raw k in flight keeps k × 1,000 out, so the buffer
+// runs with 1,000, 2,000 and 4,000 awaited callers, and each side's best is compared (a buffer
+// held to 1,000 callers against raw rows keeping 4,000 out measures the callers, not the buffer).
+// The 1,000-caller row is also compared with raw's fastest way of keeping 1,000 out (1,000 × 1,
+// 500 × 2, 250 × 4). Every variant runs once to warm the JIT, then the rounds alternate, the
+// cycle forwards and backwards in turn (6 kept rounds in the full run), so neither side is
+// favoured by the JIT or by drift on a shared machine; each keeps its best round.
 //   npm run build && MONGODB_URI=mongodb://… node bench/suites/api-path.mjs [writes] [rounds]
 import { MongoClient } from 'mongodb'
 import { WriteBuffer } from '../../dist/index.js'
@@ -14,12 +16,13 @@ import { smallDoc } from '../db.mjs'
 import { withProgress } from '../progress.mjs'
 import { ratio, round } from '../stats.mjs'
 
-const CALLERS = 1000
 const RAW_BATCH = 1000
 const RAW_IN_FLIGHT = [1, 2, 4]
+/** the buffer's awaited callers: as many writes outstanding as raw keeps at each in-flight level */
+const CALLER_LEVELS = RAW_IN_FLIGHT.map(k => k * RAW_BATCH)
 /**
- * Raw bulkWrites with as many documents outstanding as the buffer's callers can have (1,000):
- * 500 × 2 and 250 × 4 in flight (1,000 × 1 is above). The rows above keep 2,000 and 4,000 out.
+ * Raw bulkWrites with 1,000 documents outstanding split other ways than 1,000 × 1: 500 × 2 and
+ * 250 × 4 in flight, for the 1,000-caller row.
  */
 const RAW_SAME_OUTSTANDING = [{ batch: 500, inFlight: 2 }, { batch: 250, inFlight: 4 }]
 
@@ -33,7 +36,7 @@ async function measured (writes, work) {
   return { rate: writes / s, cpuUsPerWrite: (cpu.user + cpu.system) / writes }
 }
 
-function bufferedRound (db, name, writes) {
+function bufferedRound (db, name, writes, callers) {
   return measured(writes, async () => {
     const wb = new WriteBuffer(db)
     const c = wb.collection(name)
@@ -41,7 +44,7 @@ function bufferedRound (db, name, writes) {
     const caller = async () => {
       for (let i = next++; i < writes; i = next++) await c.insertOne(smallDoc(i))
     }
-    await Promise.all(Array.from({ length: CALLERS }, caller))
+    await Promise.all(Array.from({ length: callers }, caller))
     await wb.close()
   })
 }
@@ -62,15 +65,15 @@ function rawRound (db, name, writes, inFlight, batchSize = RAW_BATCH) {
   })
 }
 
-export async function apiPathSuite ({ uri, apiPathWrites = 20_000, apiPathRounds = 6 }) {
+export async function apiPathSuite ({ uri, apiPathWrites = 60_000, apiPathRounds = 6 }) {
   const client = new MongoClient(uri)
   await client.connect()
   const db = client.db('fwb_bench_api_path')
   await db.dropDatabase()
   const variants = [
-    { name: `WriteBuffer: ${apiPathWrites.toLocaleString('en-US')} awaited insertOne, ${CALLERS} callers`, buffered: true },
+    ...CALLER_LEVELS.map(callers => ({ name: `WriteBuffer: ${apiPathWrites.toLocaleString('en-US')} awaited insertOne, ${callers.toLocaleString('en-US')} callers`, buffered: true, callers })),
     ...RAW_IN_FLIGHT.map(k => ({ name: `raw bulkWrite unordered, batch ${RAW_BATCH}, ${k} in flight`, inFlight: k, batch: RAW_BATCH })),
-    ...RAW_SAME_OUTSTANDING.map(({ batch, inFlight }) => ({ name: `raw bulkWrite unordered, batch ${batch}, ${inFlight} in flight (${CALLERS} outstanding, as the buffer's callers)`, inFlight, batch, sameOutstanding: true })),
+    ...RAW_SAME_OUTSTANDING.map(({ batch, inFlight }) => ({ name: `raw bulkWrite unordered, batch ${batch}, ${inFlight} in flight (${RAW_BATCH.toLocaleString('en-US')} outstanding)`, inFlight, batch, sameOutstanding: true })),
   ]
   const best = new Map()
   let n = 0
@@ -81,7 +84,7 @@ export async function apiPathSuite ({ uri, apiPathWrites = 20_000, apiPathRounds
         // variant always goes first (or last) while the machine drifts
         for (const v of r % 2 === 1 ? variants : [...variants].reverse()) {
           const name = `c${n++}`
-          const row = v.buffered ? await bufferedRound(db, name, apiPathWrites) : await rawRound(db, name, apiPathWrites, v.inFlight, v.batch)
+          const row = v.buffered ? await bufferedRound(db, name, apiPathWrites, v.callers) : await rawRound(db, name, apiPathWrites, v.inFlight, v.batch)
           await db.collection(name).drop().catch(() => {})
           if (r === 0) continue
           const b = best.get(v) ?? { rate: 0, cpuUsPerWrite: Infinity }
@@ -92,35 +95,40 @@ export async function apiPathSuite ({ uri, apiPathWrites = 20_000, apiPathRounds
   } finally {
     await client.close()
   }
-  const results = variants.map(v => ({ name: v.name, rate: Math.round(best.get(v).rate), cpuUsPerWrite: round(best.get(v).cpuUsPerWrite, 2) }))
-  const buffered = results[0]
-  const raws = results.slice(1, 1 + RAW_IN_FLIGHT.length)
-  // the raw variants with no more documents outstanding than the buffer's callers: 1,000 × 1 and the rows made for it
-  const sameOutstanding = [raws[0], ...results.slice(1 + RAW_IN_FLIGHT.length)]
-  const fastestSame = sameOutstanding.reduce((a, b) => (b.rate > a.rate ? b : a))
-  const fastestRaw = raws.reduce((a, b) => (b.rate > a.rate ? b : a))
-  const leanestRaw = raws.reduce((a, b) => (b.cpuUsPerWrite < a.cpuUsPerWrite ? b : a))
+  const results = variants.map(v => ({ name: v.name, buffered: v.buffered === true, rate: Math.round(best.get(v).rate), cpuUsPerWrite: round(best.get(v).cpuUsPerWrite, 2) }))
+  const levels = CALLER_LEVELS.length
+  const buffereds = results.slice(0, levels)
+  const raws = results.slice(levels, levels + RAW_IN_FLIGHT.length)
+  // raw with 1,000 outstanding, as the 1,000-caller row: 1,000 × 1 and the rows made for it
+  const sameOutstanding = [raws[0], ...results.slice(levels + RAW_IN_FLIGHT.length)]
+  const fastest = rows => rows.reduce((a, b) => (b.rate > a.rate ? b : a))
+  const leanest = rows => rows.reduce((a, b) => (b.cpuUsPerWrite < a.cpuUsPerWrite ? b : a))
+  const fastestBuffered = fastest(buffereds)
+  const leanestBuffered = leanest(buffereds)
+  const fastestRaw = fastest(raws)
+  const leanestRaw = leanest(raws)
+  const fastestSame = fastest(sameOutstanding)
   return {
     title: 'API path: awaited insertOne through the buffer vs raw unordered bulkWrite (warmed, alternating rounds)',
     unit: 'docs/s',
     latencyIs: 'not measured (docs/s and app CPU µs per write, process.cpuUsage)',
     results,
     ratios: {
-      bufferedVsBestRaw: ratio(buffered.rate, fastestRaw.rate),
-      cpuPerWriteVsLeanestRaw: ratio(buffered.cpuUsPerWrite, leanestRaw.cpuUsPerWrite),
-      bufferedVsBestRawSameOutstanding: ratio(buffered.rate, fastestSame.rate),
+      bufferedVsBestRaw: ratio(fastestBuffered.rate, fastestRaw.rate),
+      cpuPerWriteVsLeanestRaw: ratio(leanestBuffered.cpuUsPerWrite, leanestRaw.cpuUsPerWrite),
+      bufferedVsBestRawSameOutstanding: ratio(buffereds[0].rate, fastestSame.rate),
     },
     notes: [
       `best of ${apiPathRounds} alternating rounds per variant after one warm-up round each, the cycle of variants run forwards and backwards in turn; each round writes to a new collection, dropped after it`,
-      `raw: ${RAW_BATCH} documents per bulkWrite, best of ${RAW_IN_FLIGHT.join('/')} in flight (fastest: ${fastestRaw.name}; leanest CPU: ${leanestRaw.name}); no command monitoring on either client`,
-      `the buffer's ${CALLERS} awaited callers have at most ${CALLERS} writes outstanding, the raw rows at 2 and 4 in flight ${2 * RAW_BATCH} and ${4 * RAW_BATCH}; bufferedVsBestRawSameOutstanding compares with the fastest raw way of keeping ${CALLERS} out (${fastestSame.name})`,
+      `each side at its best over the same writes outstanding (${CALLER_LEVELS.join('/')}): raw ${RAW_BATCH} documents per bulkWrite, ${RAW_IN_FLIGHT.join('/')} in flight (fastest: ${fastestRaw.name}; leanest CPU: ${leanestRaw.name}); the buffer with as many awaited callers (fastest: ${fastestBuffered.name}; leanest CPU: ${leanestBuffered.name}); no command monitoring on either client`,
+      `bufferedVsBestRawSameOutstanding: the ${CALLER_LEVELS[0]}-caller row ÷ the fastest raw way of keeping ${RAW_BATCH} out (${fastestSame.name})`,
     ],
   }
 }
 
 if (process.argv[1] === new URL(import.meta.url).pathname) {
   const uri = process.env.MONGODB_URI ?? 'mongodb://127.0.0.1:27018/'
-  const suite = await apiPathSuite({ uri, apiPathWrites: Number(process.argv[2] ?? 20_000), apiPathRounds: Number(process.argv[3] ?? 6) })
+  const suite = await apiPathSuite({ uri, apiPathWrites: Number(process.argv[2] ?? 60_000), apiPathRounds: Number(process.argv[3] ?? 6) })
   console.table(suite.results)
   console.log(suite.ratios)
 }
