@@ -37,11 +37,13 @@ function curveTargets (loadCurve) {
 }
 
 function apiPathTargets (apiPath) {
-  const leanest = Math.min(...apiPath.results.filter(r => r.buffered).map(r => r.cpuUsPerWrite))
+  // results from before 2026-11-27 have one buffered row, the first, and no `buffered` field
+  const buffered = apiPath.results.filter((r, i) => r.buffered ?? i === 0)
+  const fastest = buffered.length === 0 ? undefined : buffered.reduce((a, b) => (b.rate > a.rate ? b : a))
   return [{
     suite: 'apiPath',
     target: 'API path: awaited insertOne ≥ 95% of raw bulkWrite docs/s (best of 1/2/4 in flight, the buffer with as many writes outstanding); app CPU per write ≤ 1.15x raw',
-    measured: `${fmt(apiPath.ratios.bufferedVsBestRaw, 'x')} docs/s (1,000 callers: ${fmt(apiPath.ratios.bufferedVsBestRawSameOutstanding, 'x')} of the best raw way with 1,000 writes outstanding); CPU per write ${fmt(apiPath.ratios.cpuPerWriteVsLeanestRaw, 'x')} (${fmt(leanest, ' µs')})`,
+    measured: `${fmt(apiPath.ratios.bufferedVsBestRaw, 'x')} docs/s, CPU per write ${fmt(apiPath.ratios.cpuPerWriteVsLeanestRaw, 'x')} (${fmt(fastest?.cpuUsPerWrite, ' µs')}), ${fastest?.name ?? 'no buffered row'}; 1,000 callers (the issue's setup): ${fmt(apiPath.ratios.callers1000VsBestRaw, 'x')} of the best raw, ${fmt(apiPath.ratios.bufferedVsBestRawSameOutstanding, 'x')} of the best raw way with 1,000 writes outstanding`,
     met: (apiPath.ratios.bufferedVsBestRaw ?? 0) >= 0.95 && (apiPath.ratios.cpuPerWriteVsLeanestRaw ?? Infinity) <= 1.15,
     notes: apiPath.notes[1],
   }]

@@ -137,14 +137,17 @@ function cpuAccount (s) {
 }
 
 function apiPath (s) {
-  const best = Math.max(...s.results.filter(r => !r.buffered).map(r => r.rate))
+  // results from before 2026-11-27 have one buffered row, the first, and no `buffered` field
+  const ours = (r, i) => r.buffered ?? i === 0
+  // the rows bufferedVsBestRaw compares with: raw 1,000 × 1/2/4 (not the 1,000-outstanding splits)
+  const best = Math.max(...s.results.filter((r, i) => !ours(r, i) && !r.name.includes('outstanding')).map(r => r.rate))
   return {
     subtitle: 'docs/s of awaited insertOne through the buffer vs raw unordered bulkWrite (best round of each); app CPU µs per write',
-    rows: s.results.map(r => ({
+    rows: s.results.map((r, i) => ({
       label: r.name.slice(0, 60),
       value: r.rate,
-      text: `${n(r.rate)} docs/s · ${n(r.cpuUsPerWrite)} µs CPU` + (r.buffered ? ` · ${x(ratioOf(r.rate, best))} best raw` : ''),
-      kind: r.buffered ? 'ours' : 'base',
+      text: `${n(r.rate)} docs/s · ${n(r.cpuUsPerWrite)} µs CPU` + (ours(r, i) ? ` · ${x(ratioOf(r.rate, best))} best raw` : ''),
+      kind: ours(r, i) ? 'ours' : 'base',
     })),
   }
 }
