@@ -37,7 +37,15 @@ interface Policy {
   returned: (queue: CollectionQueue) => void
   /** whether `queue` (not full) may send now */
   mayGo: (queue: CollectionQueue) => boolean
+  /** gathered writes that go without waiting, and twice which go as two halves (Infinity: none) */
+  pipelineAt: number
 }
+
+/**
+ * Group commit's pipelining size: a batch this large pays for its command, so it goes beside the
+ * batch ahead, and twice as many go as two halves (ARCHITECTURE.md, glossary: pipelining size).
+ */
+const PIPELINE_AT = 500
 
 /**
  * The one place that decides when to send.
@@ -52,7 +60,8 @@ interface Policy {
  *   5 ms timer).
  * - While a collection has a batch out, its new writes gather; the moment the batch returns
  *   they go (a microtask), as one batch, so batches grow with the load and round trips.
- * - A full batch (`maxBatchSize` / `maxBatchBytes`) goes at once whenever a slot is free.
+ * - A full batch (`maxBatchSize` / `maxBatchBytes`) goes at once whenever a slot is free, and
+ *   so do PIPELINE_AT gathered writes; at least twice that many go as two halves (see there).
  *
  * Lingering (`lingerMs > 0`): the first write queued while nothing is due sets the wake-up
  * lingerMs ahead; when it comes, a batch is full or a batch returns, everything queued goes.
@@ -158,17 +167,19 @@ export class Dispatcher implements QueueListener {
     this.#lingerMsAt = 0
   }
 
-  /** Group commit: a collection with nothing in flight sends at the end of the turn; a returning batch lets what gathered go. */
+  /** Group commit: a collection with nothing in flight sends at the end of the turn; a returning batch (or PIPELINE_AT gathered) lets what gathered go. */
   #groupCommit (): Policy {
     return {
       queued: queue => {
-        if (queue.inFlight === 0) {
-          this.#ready.add(queue.readyLink)
-          this.#next.atTurnEnd()
-        }
+        const idle = queue.inFlight === 0
+        if (!idle && queue.size < PIPELINE_AT) return // it gathers behind the batch out
+        this.#ready.add(queue.readyLink)
+        if (idle) this.#next.atTurnEnd()
+        else this.#next.soon() // big enough to go beside the batch out
       },
       returned: queue => { if (queue.size > 0) this.#ready.add(queue.readyLink) },
-      mayGo: queue => queue.inFlight === 0,
+      mayGo: queue => queue.inFlight === 0 || queue.size >= PIPELINE_AT,
+      pipelineAt: PIPELINE_AT,
     }
   }
 
@@ -183,6 +194,7 @@ export class Dispatcher implements QueueListener {
       },
       returned: () => { this.#due = true },
       mayGo: () => false,
+      pipelineAt: Infinity,
     }
   }
 
@@ -201,6 +213,12 @@ export class Dispatcher implements QueueListener {
 
   #full (queue: CollectionQueue): boolean {
     return queue.size >= this.#limits.maxCount || queue.bytes >= this.options.maxBytes
+  }
+
+  /** `limits`, or half the queue when it holds twice the pipelining size (a copy, once per batch). */
+  #takeLimits (queue: CollectionQueue, limits: BatchLimits): BatchLimits {
+    const n = queue.size
+    return n >= 2 * this.#policy.pipelineAt && n < 2 * limits.maxCount ? { ...limits, maxCount: Math.ceil(n / 2) } : limits
   }
 
   /** Whether `queue` may send now without being due. */
@@ -237,7 +255,7 @@ export class Dispatcher implements QueueListener {
     while (visits-- > 0 && this.#inFlight < maxInFlight) {
       const queue = visit.shift()
       if (queue === undefined) break
-      const batch = queue.size > 0 && (due || this.#mayGo(queue)) ? queue.take(limits, at, expired) : null
+      const batch = queue.size > 0 && (due || this.#mayGo(queue)) ? queue.take(this.#takeLimits(queue, limits), at, expired) : null
       if (batch !== null) {
         this.#inFlight++
         this.sent++

@@ -108,6 +108,66 @@ describe('dispatch (adaptive, lingerMs 0)', () => {
     await Promise.all(writes)
     expect(calls).toHaveLength(4)
   })
+
+  // the pipelining size (500): a batch that large pays for its command, so it need not wait
+  describe('pipelining size', () => {
+    const inserts = (c: ReturnType<WriteBuffer['collection']>, n: number): Array<Promise<unknown>> =>
+      Array.from({ length: n }, (_, i) => c.insertOne({ i }))
+
+    it('500 writes gathered behind a batch in flight go at once, beside it; 499 wait for its return', async () => {
+      const { db, calls } = sink()
+      const c = buffer(db).collection('c')
+      const writes: Array<Promise<unknown>> = [c.insertOne({ i: -1 })]
+      await turnEnd()
+      writes.push(...inserts(c, 499))
+      await turnEnd()
+      await turnEnd()
+      expect(calls.map(x => x.ops)).toEqual([1]) // below the size: group commit, it gathers
+      writes.push(c.insertOne({ i: 499 }))
+      await microtasks()
+      expect(calls.map(x => x.ops)).toEqual([1, 500]) // the 500th: it goes without waiting a turn
+      for (const call of calls) call.answer()
+      await Promise.all(writes)
+    })
+
+    it('at least twice as many gathered with nothing in flight go as two halves, both at once', async () => {
+      const { db, calls } = sink()
+      const c = buffer(db).collection('c')
+      const writes = inserts(c, 1200)
+      await turnEnd()
+      expect(calls.map(x => x.ops)).toEqual([600, 600]) // not 1,000 now and 200 after its return
+      for (const call of calls) call.answer()
+      await Promise.all(writes)
+    })
+
+    it('fewer than twice go as one batch, and maxBatchSize still bounds a batch', async () => {
+      const { db, calls } = sink()
+      const wb = buffer(db)
+      const writes = inserts(wb.collection('a'), 999)
+      writes.push(...inserts(wb.collection('b'), 2500))
+      await turnEnd()
+      // a: one batch; b: 2,500 ≥ twice maxBatchSize, so a full batch first, then the 1,500 left as halves
+      expect(calls.map(x => x.ops)).toEqual([999, 1000, 750, 750])
+      for (const call of calls) call.answer()
+      await Promise.all(writes)
+    })
+
+    it('under a maxBatchSize below it, the rule is as before: full batches go, the rest gathers', async () => {
+      const { db, calls } = sink()
+      const c = buffer(db, { maxBatchSize: 400 }).collection('c')
+      const writes = inserts(c, 1000)
+      await turnEnd()
+      expect(calls.map(x => x.ops)).toEqual([400, 400])
+      calls[0]?.answer()
+      await microtasks()
+      expect(calls).toHaveLength(2) // the collection still has a batch out
+      calls[1]?.answer()
+      await microtasks()
+      expect(calls.map(x => x.ops)).toEqual([400, 400, 200])
+      for (const call of calls) call.answer()
+      await Promise.all(writes)
+    })
+  })
 })
 
 describe('dispatch (lingerMs > 0)', () => {
