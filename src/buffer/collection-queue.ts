@@ -76,6 +76,8 @@ export class CollectionQueue implements BatchQueue {
   get coalesced (): number { return this.#coalesced }
   /** Date.now() when the earliest linger of a write left queued ends; 0 = none */
   get lingerEnd (): number { return this.#lingering.end }
+  /** only fresh inserts queued, unordered: none parked, kept or held, so a take can hold all `size` */
+  get allFresh (): boolean { return this.#freshOnly && !this.ordered }
 
   push (op: WriteOp): void {
     if ((!this.#lingering.empty || op.lingerUntil > 0) && !this.ordered && this.#lingering.join(op, this.coalesce)) {

@@ -37,14 +37,12 @@ interface Policy {
   returned: (queue: CollectionQueue) => void
   /** whether `queue` (not full) may send now */
   mayGo: (queue: CollectionQueue) => boolean
-  /** gathered writes that go without waiting, and twice which go as two halves (Infinity: none) */
+  /** fresh inserts gathered that go without waiting, twice which go as halves (Infinity: none) */
   pipelineAt: number
 }
 
-/**
- * Group commit's pipelining size: a batch this large pays for its command, so it goes beside the
- * batch ahead, and twice as many go as two halves (ARCHITECTURE.md, glossary: pipelining size).
- */
+/** Group commit's pipelining size: this many fresh inserts pay for their command, so they go
+ * beside the batch ahead, and twice as many go as halves (ARCHITECTURE.md, glossary). */
 const PIPELINE_AT = 500
 
 /**
@@ -60,8 +58,8 @@ const PIPELINE_AT = 500
  *   5 ms timer).
  * - While a collection has a batch out, its new writes gather; the moment the batch returns
  *   they go (a microtask), as one batch, so batches grow with the load and round trips.
- * - A full batch (`maxBatchSize` / `maxBatchBytes`) goes at once whenever a slot is free, and
- *   so do PIPELINE_AT gathered writes; at least twice that many go as two halves (see there).
+ * - A full batch (`maxBatchSize` / `maxBatchBytes`) goes at once whenever a slot is free, and so
+ *   do PIPELINE_AT fresh inserts; a take of ≥ twice that (< twice maxCount) with 2 slots free halves.
  *
  * Lingering (`lingerMs > 0`): the first write queued while nothing is due sets the wake-up
  * lingerMs ahead; when it comes, a batch is full or a batch returns, everything queued goes.
@@ -167,18 +165,18 @@ export class Dispatcher implements QueueListener {
     this.#lingerMsAt = 0
   }
 
-  /** Group commit: a collection with nothing in flight sends at the end of the turn; a returning batch (or PIPELINE_AT gathered) lets what gathered go. */
+  /** Group commit: a collection with nothing in flight sends at the end of the turn; a returning batch (or PIPELINE_AT fresh inserts) lets what gathered go. */
   #groupCommit (): Policy {
+    const mayGo = (queue: CollectionQueue): boolean => queue.inFlight === 0 || (queue.allFresh && queue.size >= PIPELINE_AT)
     return {
       queued: queue => {
-        const idle = queue.inFlight === 0
-        if (!idle && queue.size < PIPELINE_AT) return // it gathers behind the batch out
+        if (!mayGo(queue)) return // it gathers behind the batch out
         this.#ready.add(queue.readyLink)
-        if (idle) this.#next.atTurnEnd()
-        else this.#next.soon() // big enough to go beside the batch out
+        if (queue.inFlight === 0) this.#next.atTurnEnd()
+        else this.#next.soon() // enough fresh inserts to go beside the batch out
       },
       returned: queue => { if (queue.size > 0) this.#ready.add(queue.readyLink) },
-      mayGo: queue => queue.inFlight === 0 || queue.size >= PIPELINE_AT,
+      mayGo,
       pipelineAt: PIPELINE_AT,
     }
   }
@@ -215,10 +213,11 @@ export class Dispatcher implements QueueListener {
     return queue.size >= this.#limits.maxCount || queue.bytes >= this.options.maxBytes
   }
 
-  /** `limits`, or half the queue when it holds twice the pipelining size (a copy, once per batch). */
+  /** `limits`, or half of ≥ twice the pipelining size when two slots are free (a copy, per batch). */
   #takeLimits (queue: CollectionQueue, limits: BatchLimits): BatchLimits {
     const n = queue.size
-    return n >= 2 * this.#policy.pipelineAt && n < 2 * limits.maxCount ? { ...limits, maxCount: Math.ceil(n / 2) } : limits
+    if (n < 2 * this.#policy.pipelineAt || n >= 2 * limits.maxCount || !queue.allFresh) return limits
+    return this.options.maxInFlight - this.#inFlight >= 2 ? { ...limits, maxCount: Math.ceil(n / 2) } : limits
   }
 
   /** Whether `queue` may send now without being due. */
@@ -270,7 +269,7 @@ export class Dispatcher implements QueueListener {
         continue
       }
       if (due || batch !== null) this.#active.toBack(queue.activeLink)
-      if (batch !== null && this.#mayGo(queue)) this.#ready.add(queue.readyLink) // still full
+      if (batch !== null && this.#mayGo(queue)) this.#ready.add(queue.readyLink) // it may still go (full, or pipelines)
       if (queue.lingerEnd !== 0) this.#lingering.add(queue)
     }
     // what is left waits for what holds it (a return, a backoff, the wake-up); only a slot shortage stays due

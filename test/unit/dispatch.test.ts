@@ -152,6 +152,50 @@ describe('dispatch (adaptive, lingerMs 0)', () => {
       await Promise.all(writes)
     })
 
+    it('only fresh inserts count: 600 updates of a document held by the batch out send nothing more, nor does an insert after them', async () => {
+      const { db, calls } = sink()
+      const c = buffer(db, { coalesce: false }).collection('c')
+      const writes: Array<Promise<unknown>> = [c.updateOne({ _id: 1 }, { $inc: { n: 1 } })]
+      await turnEnd()
+      for (let i = 0; i < 600; i++) writes.push(c.updateOne({ _id: 1 }, { $inc: { n: 1 } }))
+      writes.push(c.insertOne({ i: 0 }))
+      await turnEnd()
+      await turnEnd()
+      expect(calls.map(x => x.ops)).toEqual([1]) // not a one-write batch beside it per write queued
+      for (let k = 0; k < calls.length; k++) { // each update of the document waits for the one before
+        calls[k]?.answer()
+        await microtasks()
+        await turnEnd()
+      }
+      await Promise.all(writes)
+      expect(calls.map(x => x.ops).filter(n => n !== 1)).toEqual([]) // one write per batch, in turn: 602
+    })
+
+    it('an ordered collection and maxInFlight 1 send 1,000 gathered inserts as one batch, not halves', async () => {
+      for (const [options, ordered] of [[{}, true], [{ maxInFlight: 1 }, false]] as const) {
+        const { db, calls } = sink()
+        const c = buffer(db, options).collection('c', { ordered })
+        const writes = inserts(c, 1000)
+        await turnEnd()
+        expect(calls.map(x => x.ops)).toEqual([1000])
+        calls[0]?.answer()
+        await Promise.all(writes)
+      }
+    })
+
+    it('lingerMs > 0 is untouched: 1,200 queued send a full batch, the rest lingers', async () => {
+      const { db, calls } = sink()
+      const wb = buffer(db, { lingerMs: 60_000 })
+      const writes = inserts(wb.collection('c'), 1200)
+      await turnEnd()
+      expect(calls.map(x => x.ops)).toEqual([1000])
+      const flushed = wb.flush()
+      await microtasks()
+      expect(calls.map(x => x.ops)).toEqual([1000, 200])
+      for (const call of calls) call.answer()
+      await Promise.all([...writes, flushed])
+    })
+
     it('under a maxBatchSize below it, the rule is as before: full batches go, the rest gathers', async () => {
       const { db, calls } = sink()
       const c = buffer(db, { maxBatchSize: 400 }).collection('c')
