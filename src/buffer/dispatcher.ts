@@ -37,7 +37,7 @@ interface Policy {
   returned: (queue: CollectionQueue) => void
   /** whether `queue` (not full) may send now */
   mayGo: (queue: CollectionQueue) => boolean
-  /** fresh inserts gathered that go without waiting, twice which go as halves (Infinity: none) */
+  /** fresh inserts that go beside the batch out; twice as many go as halves (Infinity: never) */
   pipelineAt: number
 }
 
