@@ -1,4 +1,5 @@
 // The issue's targets, checked against this run's ratios, each with the numbers that explain it.
+import { apiPathGroup } from './api-path-rows.mjs'
 import { byKey } from './by-key.mjs'
 import { ratio } from './stats.mjs'
 
@@ -37,8 +38,7 @@ function curveTargets (loadCurve) {
 }
 
 function apiPathTargets (apiPath) {
-  // results from before 2026-11-27 have one buffered row, the first, and no `buffered` field
-  const buffered = apiPath.results.filter((r, i) => r.buffered ?? i === 0)
+  const buffered = apiPath.results.filter((r, i) => apiPathGroup(r, i) === 'buffered')
   const fastest = buffered.length === 0 ? undefined : buffered.reduce((a, b) => (b.rate > a.rate ? b : a))
   return [{
     suite: 'apiPath',

@@ -1,5 +1,6 @@
 // What the chart shows: one bar group per suite, each bar labelled with its ratio to the
 // group's baseline (the first bar, unless said otherwise).
+import { apiPathGroup } from '../api-path-rows.mjs'
 import { byKey } from '../by-key.mjs'
 import { ratio as ratioOf } from '../stats.mjs'
 
@@ -137,10 +138,9 @@ function cpuAccount (s) {
 }
 
 function apiPath (s) {
-  // results from before 2026-11-27 have one buffered row, the first, and no `buffered` field
-  const ours = (r, i) => r.buffered ?? i === 0
-  // the rows bufferedVsBestRaw compares with: raw 1,000 × 1/2/4 (not the 1,000-outstanding splits)
-  const best = Math.max(...s.results.filter((r, i) => !ours(r, i) && !r.name.includes('outstanding')).map(r => r.rate))
+  const ours = (r, i) => apiPathGroup(r, i) === 'buffered'
+  // the rows bufferedVsBestRaw compares with
+  const best = Math.max(...s.results.filter((r, i) => apiPathGroup(r, i) === 'raw').map(r => r.rate))
   return {
     subtitle: 'docs/s of awaited insertOne through the buffer vs raw unordered bulkWrite (best round of each); app CPU µs per write',
     rows: s.results.map((r, i) => ({

@@ -125,7 +125,7 @@ export class CollectionQueue implements BatchQueue {
   /** The next batch: ops of one write command, ≤ maxCount ops, about ≤ maxBytes; expired ops go to `expired`. */
   take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
     if (this.ordered && this.#out > 0) return null
-    if (this.#freshOnly && !this.ordered) return this.#apply(selectFresh(this.#list, limits, at.now), true, expired)
+    if (this.allFresh) return this.#apply(selectFresh(this.#list, limits, at.now), true, expired)
     if (this.#freshOut !== null && this.#freshOut.length > 0) this.#holdFreshOut()
     return this.#apply(select(this.#list, this.#targets, limits, at, this.ordered), false, expired)
   }
