@@ -2,6 +2,7 @@
 // whose bulkWrite answers after one setImmediate (and whose findOne answers after one
 // setImmediate, with the document's BSON): no I/O, so the time measured is our own code.
 // argv[2]: { module?, reads, writes, waves: number[], pendings: number[], misses: number[] }
+// (the last case, inserts into a collection no read has asked about, cache on vs off, takes no argument)
 // → JSON rows on stdout: µs of CPU (process.cpuUsage, user + system) per operation. Run with
 // --expose-gc: the reads start on a collected heap.
 import { BSON } from 'mongodb'
@@ -91,7 +92,8 @@ for (const wave of waves) {
   for (const mixed of [false, true]) {
     const wb = open()
     const users = wb.collection('users')
-    let next = 0
+    await users.findOne({ _id: 0 }) // a read has asked about the collection: its writes are indexed (case 4 is the other path)
+    let next = 1
     row[mixed ? 'mixedUs' : 'aloneUs'] = await perOp(writes, async (n) => {
       for (let done = 0; done < n; done += wave) {
         const all = []
@@ -107,7 +109,7 @@ for (const wave of waves) {
   rows.push(row)
 }
 
-// 3. Writes with `missCount` cached "not found" answers (reads by email that found nothing):
+// 3. Writes with `missCount` cached "not found" answers (and one cached document) (reads by email that found nothing):
 // updates by _id and inserts, in waves of 1,000. One buffer per case, all alive at once and
 // measured in alternation (the least of five passes each), so that every case runs on the
 // same heap: what differs is the work per write, not the garbage collector's.
@@ -115,6 +117,7 @@ const missCases = []
 for (const missCount of misses) {
   const wb = open()
   const users = wb.collection('users')
+  await users.findOne({ _id: 0 }) // with no misses too, a read has asked about the collection: its writes are indexed
   for (let i = 0; i < missCount; i++) await users.findOne({ email: `nobody${i}@x` })
   missCases.push({ wb, users, row: { case: 'misses', misses: missCount, entries: wb.cache.stats().entries, updateUs: Infinity, insertUs: Infinity } })
 }
@@ -143,4 +146,24 @@ for (const { wb, row } of missCases) {
   rows.push(row)
   await wb.close()
 }
+
+// 4. Inserts into a collection no read has asked about (events written beside a cached users
+// collection), with the cache on and off: waves of 1,000, both buffers alive at once and
+// measured in alternation (the least of five passes each).
+const writeOnly = { case: 'writeOnly', cacheOnUs: Infinity, cacheOffUs: Infinity }
+const cached = open()
+await cached.collection('users').findOne({ _id: 0 }) // the cache is in use, on another collection
+const plain = new WriteBuffer(stubDb, { maxPending: 10_000_000 })
+for (let pass = 0; pass < 5; pass++) {
+  for (const [key, wb] of [['cacheOnUs', cached], ['cacheOffUs', plain]]) {
+    const events = wb.collection('events')
+    const t0 = cpu()
+    await wavesOf(writes, i => events.insertOne({ kind: 'click', n: i, at: new Date() }))
+    writeOnly[key] = Math.min(writeOnly[key], (cpu() - t0) / writes)
+  }
+}
+writeOnly.cacheOnUs = Math.round(writeOnly.cacheOnUs * 100) / 100
+writeOnly.cacheOffUs = Math.round(writeOnly.cacheOffUs * 100) / 100
+rows.push(writeOnly)
+await Promise.all([cached.close(), plain.close()])
 process.stdout.write(JSON.stringify(rows))

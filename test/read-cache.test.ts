@@ -150,4 +150,26 @@ describe('read cache', () => {
     expect(await users.findOne({ username: 'bob' })).toEqual(await db.collection('users').findOne({ username: 'bob' }))
     await wb.close()
   })
+
+  it('the first read of a collection waits for the writes queued to it before: a collection no read asked about keeps them unindexed, not forgotten', async () => {
+    const direct = db.collection('first_read')
+    const { insertedId } = await direct.insertOne({ name: 'eve', logins: 0 })
+    // writes wait a minute unless something sends them: a read that finds them sends them at once
+    const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, lingerMs: 60_000 })
+    const coll = wb.collection('first_read')
+    const settledFirst = coll.updateOne({ _id: insertedId }, { $set: { plan: 'pro' } })
+    await wb.flush() // settled before any read
+    await settledFirst
+    const update = coll.updateOne({ _id: insertedId }, { $inc: { logins: 5 } })
+    const insert = coll.insertOne({ name: 'fay', logins: 0 })
+    const [eve, fay] = await Promise.all([coll.findOne({ name: 'eve' }), coll.findOne({ name: 'fay' })])
+    expect(eve).toMatchObject({ logins: 5, plan: 'pro' })
+    expect(fay).toMatchObject({ name: 'fay' })
+    await Promise.all([update, insert])
+    // once watched, a write is applied to the cached answer when it is queued
+    const later = coll.updateOne({ _id: insertedId }, { $set: { seen: true } })
+    expect(await coll.findOne({ name: 'eve' })).toMatchObject({ logins: 5, seen: true })
+    await wb.close()
+    await later
+  })
 })

@@ -161,6 +161,17 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
   return fp
 }
 
+/** A write's footprint; if making it fails (not expected of a validated write), one that may touch anything. */
+export function safeFootprint (op: WriteOp): Footprint {
+  try {
+    return footprintOf(op)
+  } catch {
+    const fp = emptyFootprint()
+    fp.all = true
+    return fp
+  }
+}
+
 /** A cached answer (or one a read is about to cache) as `affects` sees it. */
 export interface Answer {
   filter: Filter

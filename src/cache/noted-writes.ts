@@ -1,7 +1,7 @@
 import type { Filter } from './filter-facts.js'
 import { idTargetOf } from './filter-facts.js'
-import { INSERT, type WriteOp } from '../write/write-op.js'
-import { affects, answerKeys, docFieldKeys, documentKeys, footprintKeys, footprintOf, idKey, newIdKey, type Answer, type Footprint } from './footprint.js'
+import { INSERT, SETTLED, type WriteOp } from '../write/write-op.js'
+import { affects, answerKeys, docFieldKeys, documentKeys, footprintKeys, idKey, newIdKey, safeFootprint, type Answer, type Footprint } from './footprint.js'
 import { KeyIndex } from './key-index.js'
 
 /** A write the cache has seen queued: unsettled, or settled and kept for the reads that ran meanwhile. */
@@ -17,6 +17,9 @@ interface Noted {
   /** -1 while unsettled; else the settle count when it settled */
   settled: number
 }
+
+/** A collection's writes noted before a read asked about it: listed in queue order, settled ones included until dropped. */
+interface Unindexed { ops: WriteOp[], unsettled: number }
 
 /** What the writes noted around one read say about its answer. */
 export interface ReadCheck {
@@ -53,9 +56,42 @@ export class NotedWrites {
   /** reads running, in the order they (last) started, with their settle marks */
   readonly #reads = new Map<object, number>()
   readonly #waiters = new Map<WriteOp, Array<() => void>>()
+  /** collections a read has asked about: their writes are indexed as they are noted */
+  readonly #watched = new Set<string>()
+  /** per collection no read has asked about yet: its writes not indexed (the settled ones dropped now and then) */
+  readonly #unindexed = new Map<string, Unindexed>()
+
+  /** Whether a read has asked about this collection (its writes are indexed, its entries may exist). */
+  watches (name: string): boolean { return this.#watched.has(name) }
+
+  /**
+   * A write to a collection no read has asked about: listed, not indexed. Only a read needs the
+   * index, so a collection that is only written (events, counters) costs a push and a count
+   * per write, not a footprint and its keys; `watch` indexes the ones still unsettled.
+   */
+  defer (name: string, op: WriteOp): void {
+    let u = this.#unindexed.get(name)
+    if (u === undefined) this.#unindexed.set(name, u = { ops: [], unsettled: 0 })
+    u.ops.push(op)
+    u.unsettled++
+  }
+
+  /**
+   * A read asks about a collection (before it looks at anything): from now on its writes are
+   * indexed as they are noted, and its unsettled ones are indexed now, in queue order, so the
+   * read finds them. Its settled ones need nothing: no read ran while they settled.
+   */
+  watch (name: string): void {
+    if (this.#watched.has(name)) return
+    this.#watched.add(name)
+    const u = this.#unindexed.get(name)
+    if (u === undefined) return
+    this.#unindexed.delete(name)
+    for (const op of u.ops) if (op.state !== SETTLED) this.add(name, op)
+  }
 
   /** Notes a queued write (its footprint computed once, here, unless given). */
-  add (name: string, op: WriteOp, fp: Footprint = footprintOf(op), keys: readonly string[] = footprintKeys(fp)): void {
+  add (name: string, op: WriteOp, fp: Footprint = safeFootprint(op), keys: readonly string[] = footprintKeys(fp)): void {
     const target = op.kind === INSERT ? fp.newIds[0] : op.body.collation === undefined ? fp.ids[0] : undefined
     this.#noted.set(op, { name, seq: this.seq++, fp, keys, target, settled: -1 })
     this.#index.list(name, op, keys)
@@ -65,7 +101,9 @@ export class NotedWrites {
   settle (name: string, op: WriteOp): string | undefined {
     const n = this.#noted.get(op)
     let caughtUp: string | undefined
-    if (n !== undefined && n.settled === -1) {
+    if (n === undefined) {
+      this.#settledUnindexed(name) // noted before a read asked about its collection
+    } else if (n.settled === -1) {
       n.settled = this.#settles++
       if (n.target !== undefined && !this.#touched(name, n.target)) caughtUp = n.target
       if (this.#reads.size === 0) this.#forget(op, n)
@@ -159,6 +197,13 @@ export class NotedWrites {
       if (list === undefined) this.#waiters.set(op, list = [])
       list.push(resolve)
     })))
+  }
+
+  #settledUnindexed (name: string): void {
+    const u = this.#unindexed.get(name)
+    if (u === undefined || u.unsettled === 0) return
+    if (--u.unsettled === 0) u.ops.length = 0
+    else if (u.ops.length > 4 * u.unsettled + 64) u.ops = u.ops.filter(op => op.state !== SETTLED) // O(1) per write, amortized
   }
 
   #forget (op: WriteOp, n: Noted): void {

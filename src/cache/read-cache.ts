@@ -7,7 +7,7 @@ import { remoteFootprint, type BusMessage } from './bus-message.js'
 import { CacheBus, type BusStats } from './bus.js'
 import { EntryStore } from './entry-store.js'
 import type { Filter } from './filter-facts.js'
-import { affects, answerOf, emptyFootprint, footprintKeys, footprintOf, type Answer, type Footprint } from './footprint.js'
+import { affects, answerOf, footprintKeys, safeFootprint, type Answer, type Footprint } from './footprint.js'
 import { NotedWrites, type ReadMark } from './noted-writes.js'
 import { cacheable, readKey, showsId } from './read-key.js'
 import { wellFormed } from './value-keys.js'
@@ -173,6 +173,8 @@ export class ReadCache {
     }
     // strings as the driver sends them: '\uD800' and '\uFFFD' are one value on the server
     const f = wellFormed(filter as Filter)
+    // from here on its writes are indexed: this read (and any later one) finds the unsettled ones
+    this.#noted.watch(name)
     if (!cacheable(f, options)) {
       this.#stats.uncacheable++
       // read-your-writes still holds: the writes this read may depend on land first
@@ -255,14 +257,12 @@ export class ReadCache {
 
   /** A write was queued: keep every cached answer it may change in step with it. Never throws. */
   noteWrite (name: string, op: WriteOp): void {
-    let fp: Footprint
-    try {
-      fp = footprintOf(op)
-    } catch {
-      // not expected of a validated write; if it happens, the write may touch anything
-      fp = emptyFootprint()
-      fp.all = true
+    // a collection no read has asked about has no entries and no reads: its write is only kept
+    if (!this.#noted.watches(name)) {
+      this.#noted.defer(name, op)
+      return
     }
+    const fp = safeFootprint(op)
     const keys = footprintKeys(fp)
     this.#noted.add(name, op, fp, keys)
     this.#effects.apply(name, op, fp, keys)
