@@ -50,6 +50,8 @@ describe('bench/run.mjs --quick', () => {
       }
       // the tracing cost is measured (the API is a devDependency, hidden from one of the runs)
       expect(report.suites.hotPath!.ratios).toHaveProperty('insertOneTracingCost', expect.any(Number))
+      // the read cache's cost on a collection no read has asked about is measured
+      expect(report.suites.scaleCache!.ratios).toHaveProperty('writeOnlyCacheOnVsOff', expect.any(Number))
       expect(report.targets.length).toBeGreaterThan(0)
       for (const t of report.targets) expect(t.met, t.target).toEqual(expect.any(Boolean))
       expect(await readFile(join(out, 'latest.svg'), 'utf8')).toMatch(/^<svg[\s\S]*<\/svg>\n$/)
