@@ -151,10 +151,10 @@ describe('read cache', () => {
     await wb.close()
   })
 
-  it('the first read of a collection waits for the writes queued to it before: a collection no read asked about keeps them unindexed, not forgotten', async () => {
+  it('the first reads of a collection see the writes queued to it before any read asked (such a collection lists them, unindexed)', async () => {
     const direct = db.collection('first_read')
     const { insertedId } = await direct.insertOne({ name: 'eve', logins: 0 })
-    // writes wait a minute unless something sends them: a read that finds them sends them at once
+    // writes wait a minute unless something sends them: a read that must see them sends them at once
     const wb = new WriteBuffer(db, { cache: { ttlMs: 60_000 }, lingerMs: 60_000 })
     const coll = wb.collection('first_read')
     const settledFirst = coll.updateOne({ _id: insertedId }, { $set: { plan: 'pro' } })
@@ -169,7 +169,11 @@ describe('read cache', () => {
     // once watched, a write is applied to the cached answer when it is queued
     const later = coll.updateOne({ _id: insertedId }, { $set: { seen: true } })
     expect(await coll.findOne({ name: 'eve' })).toMatchObject({ logins: 5, seen: true })
+    // a first read the cache does not key (sort) waits for them too
+    const other = wb.collection('first_read_sorted')
+    const gus = other.insertOne({ name: 'gus' })
+    expect(await other.findOne({ name: 'gus' }, { sort: { name: 1 } })).toMatchObject({ name: 'gus' })
     await wb.close()
-    await later
+    await Promise.all([later, gus])
   })
 })

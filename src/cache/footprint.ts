@@ -140,7 +140,8 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
     fp.newIdValues = [upserted]
   }
   if (op.kind === DELETE_ONE || op.kind === DELETE_MANY) return fp
-  const u = wellFormed(body.update)
+  // a queued write's own update (a coalesced leader sends the merged one: ownUpdate keeps its own); an acknowledged one's as sent
+  const u = wellFormed(acknowledged ? body.update : op.ownUpdate ?? body.update)
   const replacement = op.kind === REPLACE_ONE ? wellFormed(body.replacement) : undefined
   if (body.upsert === true) {
     // it may insert a document made of its filter's equalities and its update

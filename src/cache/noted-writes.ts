@@ -18,8 +18,15 @@ interface Noted {
   settled: number
 }
 
-/** A collection's writes noted before a read asked about it: listed in queue order, settled ones included until dropped. */
-interface Unindexed { ops: WriteOp[], unsettled: number }
+/**
+ * A collection's writes noted before a read asked about it: listed in queue order from `head`
+ * (settled ones dropped now and then), how many are unsettled, and, once it is watched with more
+ * than INDEX_AT_WATCH of them, the reads waiting for them all (the list is then empty).
+ */
+interface Unindexed { ops: WriteOp[], head: number, unsettled: number, waiters: Array<() => void> }
+
+/** Unsettled writes a collection's first read indexes at once (~10 µs each); above it, its reads wait for them instead. */
+const INDEX_AT_WATCH = 1000
 
 /** What the writes noted around one read say about its answer. */
 export interface ReadCheck {
@@ -58,7 +65,7 @@ export class NotedWrites {
   readonly #waiters = new Map<WriteOp, Array<() => void>>()
   /** collections a read has asked about: their writes are indexed as they are noted */
   readonly #watched = new Set<string>()
-  /** per collection no read has asked about yet: its writes not indexed (the settled ones dropped now and then) */
+  /** per collection no read has asked about yet: its writes, not indexed; per watched one, a backlog its reads wait for */
   readonly #unindexed = new Map<string, Unindexed>()
 
   /** Whether a read has asked about this collection (its writes are indexed, its entries may exist). */
@@ -67,27 +74,42 @@ export class NotedWrites {
   /**
    * A write to a collection no read has asked about: listed, not indexed. Only a read needs the
    * index, so a collection that is only written (events, counters) costs a push and a count
-   * per write, not a footprint and its keys; `watch` indexes the ones still unsettled.
+   * per write, not a footprint and its keys.
    */
   defer (name: string, op: WriteOp): void {
     let u = this.#unindexed.get(name)
-    if (u === undefined) this.#unindexed.set(name, u = { ops: [], unsettled: 0 })
+    if (u === undefined) this.#unindexed.set(name, u = { ops: [], head: 0, unsettled: 0, waiters: [] })
     u.ops.push(op)
     u.unsettled++
   }
 
   /**
-   * A read asks about a collection (before it looks at anything): from now on its writes are
-   * indexed as they are noted, and its unsettled ones are indexed now, in queue order, so the
-   * read finds them. Its settled ones need nothing: no read ran while they settled.
+   * A read asks about a collection, before it looks at anything: from now on its writes are
+   * indexed as they are noted, and its listed unsettled ones are indexed now (their own
+   * footprints: footprint.ts#footprintOf), so the read finds them. More than INDEX_AT_WATCH of
+   * them would stall the event loop (~10 µs each): those get no footprint, and every read of the
+   * collection waits until they have all settled (the returned promise, after the queue is sent
+   * at once), as a read the cache does not key waits for every unsettled write.
    */
-  watch (name: string): void {
-    if (this.#watched.has(name)) return
-    this.#watched.add(name)
-    const u = this.#unindexed.get(name)
-    if (u === undefined) return
-    this.#unindexed.delete(name)
-    for (const op of u.ops) if (op.state !== SETTLED) this.add(name, op)
+  watch (name: string, sendNow: () => void): Promise<void> | undefined {
+    if (!this.#watched.has(name)) {
+      this.#watched.add(name)
+      const u = this.#unindexed.get(name)
+      if (u === undefined) return undefined
+      if (u.unsettled <= INDEX_AT_WATCH) {
+        this.#unindexed.delete(name)
+        for (let i = u.head; i < u.ops.length; i++) {
+          const op = u.ops[i] as WriteOp
+          if (op.state !== SETTLED) this.add(name, op)
+        }
+        return undefined
+      }
+      u.ops = [] // a backlog: counted from now on
+    }
+    const backlog = this.#unindexed.get(name)
+    if (backlog === undefined) return undefined
+    sendNow()
+    return new Promise(resolve => { backlog.waiters.push(resolve) })
   }
 
   /** Notes a queued write (its footprint computed once, here, unless given). */
@@ -202,8 +224,25 @@ export class NotedWrites {
   #settledUnindexed (name: string): void {
     const u = this.#unindexed.get(name)
     if (u === undefined || u.unsettled === 0) return
-    if (--u.unsettled === 0) u.ops.length = 0
-    else if (u.ops.length > 4 * u.unsettled + 64) u.ops = u.ops.filter(op => op.state !== SETTLED) // O(1) per write, amortized
+    if (--u.unsettled === 0) {
+      u.ops.length = 0
+      u.head = 0
+      if (!this.#watched.has(name)) return
+      this.#unindexed.delete(name) // a watched collection's backlog is over: its reads go on
+      for (const resolve of u.waiters) resolve()
+      return
+    }
+    // writes settle mostly in queue order: drop the settled ones from the front; a write stuck
+    // near the front (retrying) leaves the rest behind it until they are twice the unsettled
+    const ops = u.ops
+    while (u.head < ops.length && (ops[u.head] as WriteOp).state === SETTLED) u.head++
+    if (u.head > 64 && u.head * 2 > ops.length) {
+      u.ops = ops.slice(u.head)
+      u.head = 0
+    } else if (ops.length - u.head > 2 * u.unsettled + 64) {
+      u.ops = ops.slice(u.head).filter(op => op.state !== SETTLED) // amortized O(1) per write
+      u.head = 0
+    }
   }
 
   #forget (op: WriteOp, n: Noted): void {

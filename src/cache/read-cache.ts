@@ -173,8 +173,9 @@ export class ReadCache {
     }
     // strings as the driver sends them: '\uD800' and '\uFFFD' are one value on the server
     const f = wellFormed(filter as Filter)
-    // from here on its writes are indexed: this read (and any later one) finds the unsettled ones
-    this.#noted.watch(name)
+    // from here on its writes are indexed; the ones queued before any read asked are waited for
+    const backlog = this.#noted.watch(name, this.#sendNow)
+    if (backlog !== undefined) await backlog
     if (!cacheable(f, options)) {
       this.#stats.uncacheable++
       // read-your-writes still holds: the writes this read may depend on land first
