@@ -109,7 +109,7 @@ for (const wave of waves) {
   rows.push(row)
 }
 
-// 3. Writes with `missCount` cached "not found" answers (and one cached document) (reads by email that found nothing):
+// 3. Writes with `missCount` cached "not found" answers (reads by email that found nothing) and one cached document:
 // updates by _id and inserts, in waves of 1,000. One buffer per case, all alive at once and
 // measured in alternation (the least of five passes each), so that every case runs on the
 // same heap: what differs is the work per write, not the garbage collector's.

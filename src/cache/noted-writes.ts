@@ -105,6 +105,7 @@ export class NotedWrites {
         return undefined
       }
       u.ops = [] // a backlog: counted from now on
+      u.head = 0
     }
     const backlog = this.#unindexed.get(name)
     if (backlog === undefined) return undefined

@@ -173,7 +173,8 @@ export class ReadCache {
     }
     // strings as the driver sends them: '\uD800' and '\uFFFD' are one value on the server
     const f = wellFormed(filter as Filter)
-    // from here on its writes are indexed; the ones queued before any read asked are waited for
+    // from here on the collection's writes are indexed, and the ones listed before any read asked
+    // are indexed now (past INDEX_AT_WATCH of them, this read and the next wait for them all)
     const backlog = this.#noted.watch(name, this.#sendNow)
     if (backlog !== undefined) await backlog
     if (!cacheable(f, options)) {
@@ -258,7 +259,7 @@ export class ReadCache {
 
   /** A write was queued: keep every cached answer it may change in step with it. Never throws. */
   noteWrite (name: string, op: WriteOp): void {
-    // a collection no read has asked about has no entries and no reads: its write is only kept
+    // a collection no read has asked about has no entries and no reads: its write is only listed
     if (!this.#noted.watches(name)) {
       this.#noted.defer(name, op)
       return
