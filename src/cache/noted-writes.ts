@@ -18,12 +18,8 @@ interface Noted {
   settled: number
 }
 
-/**
- * A collection's writes noted before a read asked about it: listed in queue order from `head`
- * (settled ones dropped now and then), how many are unsettled, and, once it is watched with more
- * than INDEX_AT_WATCH of them, the reads waiting for them all (the list is then empty).
- */
-interface Unindexed { ops: WriteOp[], head: number, unsettled: number, waiters: Array<() => void> }
+/** A collection's writes noted before a read asked about it: listed in queue order from `head` (settled ones dropped now and then), and how many are unsettled. */
+interface Unindexed { ops: WriteOp[], head: number, unsettled: number }
 
 /** Unsettled writes a collection's first read indexes at once (~10 µs each); above it, its reads wait for them instead. */
 const INDEX_AT_WATCH = 1000
@@ -65,8 +61,10 @@ export class NotedWrites {
   readonly #waiters = new Map<WriteOp, Array<() => void>>()
   /** collections a read has asked about: their writes are indexed as they are noted */
   readonly #watched = new Set<string>()
-  /** per collection no read has asked about yet: its writes, not indexed; per watched one, a backlog its reads wait for */
+  /** per collection no read has asked about yet: its writes, not indexed */
   readonly #unindexed = new Map<string, Unindexed>()
+  /** per watched collection whose first read found more than INDEX_AT_WATCH listed writes: until they have settled */
+  readonly #backlogs = new Map<string, Promise<unknown>>()
 
   /** Whether a read has asked about this collection (its writes are indexed, its entries may exist). */
   watches (name: string): boolean { return this.#watched.has(name) }
@@ -78,7 +76,7 @@ export class NotedWrites {
    */
   defer (name: string, op: WriteOp): void {
     let u = this.#unindexed.get(name)
-    if (u === undefined) this.#unindexed.set(name, u = { ops: [], head: 0, unsettled: 0, waiters: [] })
+    if (u === undefined) this.#unindexed.set(name, u = { ops: [], head: 0, unsettled: 0 })
     u.ops.push(op)
     u.unsettled++
   }
@@ -91,26 +89,25 @@ export class NotedWrites {
    * collection waits until they have all settled (the returned promise, after the queue is sent
    * at once), as a read the cache does not key waits for every unsettled write.
    */
-  watch (name: string, sendNow: () => void): Promise<void> | undefined {
-    if (!this.#watched.has(name)) {
-      this.#watched.add(name)
-      const u = this.#unindexed.get(name)
-      if (u === undefined) return undefined
-      if (u.unsettled <= INDEX_AT_WATCH) {
-        this.#unindexed.delete(name)
-        for (let i = u.head; i < u.ops.length; i++) {
-          const op = u.ops[i] as WriteOp
-          if (op.state !== SETTLED) this.add(name, op)
-        }
-        return undefined
-      }
-      u.ops = [] // a backlog: counted from now on
-      u.head = 0
+  watch (name: string, sendNow: () => void): Promise<unknown> | undefined {
+    if (this.#watched.has(name)) {
+      const backlog = this.#backlogs.get(name)
+      if (backlog !== undefined) sendNow() // each read waiting for it sends what is queued
+      return backlog
     }
-    const backlog = this.#unindexed.get(name)
-    if (backlog === undefined) return undefined
-    sendNow()
-    return new Promise(resolve => { backlog.waiters.push(resolve) })
+    this.#watched.add(name)
+    const u = this.#unindexed.get(name)
+    if (u === undefined) return undefined
+    this.#unindexed.delete(name)
+    const unsettled = u.ops.slice(u.head).filter(op => op.state !== SETTLED)
+    if (unsettled.length <= INDEX_AT_WATCH) {
+      for (const op of unsettled) this.add(name, op)
+      return undefined
+    }
+    // one wait for them all, shared by the reads that come meanwhile (settle() resolves it)
+    const backlog = this.settled(unsettled, sendNow).then(() => { this.#backlogs.delete(name) })
+    this.#backlogs.set(name, backlog)
+    return backlog
   }
 
   /** Notes a queued write (its footprint computed once, here, unless given). */
@@ -228,9 +225,6 @@ export class NotedWrites {
     if (--u.unsettled === 0) {
       u.ops.length = 0
       u.head = 0
-      if (!this.#watched.has(name)) return
-      this.#unindexed.delete(name) // a watched collection's backlog is over: its reads go on
-      for (const resolve of u.waiters) resolve()
       return
     }
     // writes settle mostly in queue order: drop the settled ones from the front; a write stuck
