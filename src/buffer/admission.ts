@@ -74,9 +74,14 @@ export class Admission {
 
   #admitWaiters (): void {
     const { maxPending, maxPendingBytes } = this.limits
+    let now = 0
     while (this.#waitHead < this.#waiters.length && this.#pending < maxPending) {
       const op = this.#waiters[this.#waitHead] as WriteOp
       if (op.state === WAITING && this.#pending > 0 && this.#pendingBytes + op.bytes > maxPendingBytes) break
+      // past its deadline: never let in (it would be sent late, or join a lingering write and
+      // travel with it while told it timed out); the deadline sweep rejects it where it waits,
+      // and those behind it follow then, in order
+      if (op.state === WAITING && op.deadline > 0 && op.deadline <= (now ||= Date.now())) break
       this.#waitHead++
       if (op.state === WAITING) {
         this.#waiting--

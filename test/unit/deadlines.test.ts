@@ -90,4 +90,25 @@ describe('deadlines', () => {
     await wb.flush()
     expect(fake.calls.flatMap(x => x.ids)).toEqual([1])
   })
+
+  it('a waiter that expires in the sweep that frees room for it is not let in: it fails not-sent and its update goes nowhere (not into a lingering write)', async () => {
+    const { fake, wb, c } = harness({ maxPending: 3, closeTimeoutMs: 2_000 })
+    fake.next(hold)
+    const p = c.updateOne({ _id: 'p' }, { $set: { v: 1 } })
+    const call = await fake.waitForCalls(1)
+    const q = settle(c.updateOne({ _id: 'p' }, { $set: { v: 2 } }, { timeoutMs: 60 })) // parked behind p
+    const l = track(c.updateOne({ _id: 'x' }, { $set: { a: 1 } }, { upsert: true, lingerMs: 5_000 }))
+    const w = settle(c.updateOne({ _id: 'x' }, { $set: { b: 1 } }, { upsert: true, timeoutMs: 60 })) // no room: it waits
+    expect(wb.stats()).toMatchObject({ pending: 3, waiting: 1 })
+    // one sweep finds both past their deadline; rejecting q frees the room w was waiting for
+    expect(await q).toMatchObject({ status: 'rejected', reason: { code: ErrorCodes.TIMEOUT, outcome: 'not-sent' } })
+    expect(await w).toMatchObject({ status: 'rejected', reason: { code: ErrorCodes.TIMEOUT, outcome: 'not-sent' } })
+    call.answer()
+    await expect(p).resolves.toEqual({})
+    await wb.flush() // sends the lingering write
+    expect(await l.promise).toEqual({ status: 'fulfilled', value: { upsertedId: 'x' } })
+    expect(fake.docs('c').find(d => d._id === 'x')).toEqual({ _id: 'x', a: 1 }) // not w's b: w was told not-sent
+    await expect(c.insertOne({ _id: 'r' })).resolves.toEqual({ insertedId: 'r' }) // the collection still sends
+    expect(wb.stats()).toMatchObject({ pending: 0, waiting: 0, inFlight: 0 })
+  })
 })
