@@ -69,6 +69,8 @@ export interface IsolationContext {
   send: (models: AnyBulkWriteOperation[]) => Promise<BulkWriteResult>
   /** what a whole-command refusal means (outcome: 'rejected' when proven not applied; transient) */
   classify: (refusal: unknown) => Promise<Failure>
+  /** which of these generated _ids are written (outcomes.ts confirmInserted): a duplicate key of our own earlier attempt */
+  confirm: (ids: unknown[]) => Promise<Set<string> | null>
   ordered: boolean
   collection: string
 }
@@ -93,11 +95,16 @@ export function splittable (ops: readonly WriteOp[], refusal: unknown, failure: 
  * `ops` were refused as one command with `failure`: settle through `out` what can be told now,
  * and send the others again in halves until every write has its own answer.
  */
-export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failure, ctx: IsolationContext, out: Isolation): Promise<void> {
+export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failure, ctx: IsolationContext, out: Isolation): Promise<Left> {
   const proven = failure.outcome === 'rejected'
   const resend: WriteOp[] = []
   for (const op of ops) {
-    if (proven || isRetrySafe(op)) {
+    if (proven) {
+      resend.push(op)
+    } else if (isRetrySafe(op)) {
+      // the refused command may have applied it: what its resend is told must allow for that
+      // (a duplicate key of a generated _id is then looked up; any other error is unknown)
+      op.maybeApplied = true
       resend.push(op)
     } else {
       op.maybeApplied = true
@@ -110,23 +117,37 @@ export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failur
       // one caller's part of a merged update may be to blame: each goes again alone
       const parts = uncoalesce(op)
       out.again([op, ...parts], parts.length)
-    } else {
-      if (!proven) op.maybeApplied = true
-      out.rejected(op, pinned(op, refusal, proven && !op.maybeApplied ? 'rejected' : 'unknown'))
+      return LEFT_AGAIN
     }
-    return
+    out.rejected(op, pinned(op, refusal, proven && !op.maybeApplied ? 'rejected' : 'unknown'))
+    return DONE
   }
-  if (resend.length === 0) return
+  if (resend.length === 0) return DONE
   const mid = resend.length >>> 1
   const halves = [resend.slice(0, mid), resend.slice(mid)]
-  if (ctx.ordered) {
-    for (const half of halves) await sendPart(half, ctx, out)
-  } else {
+  if (!ctx.ordered) {
     await Promise.all(halves.map(half => sendPart(half, ctx, out)))
+    return DONE
   }
+  // in order: a half that leaves writes to be sent later (not executed after a refused one, or
+  // failed otherwise) keeps the half after it from going before them; that half waits with them
+  const first = await sendPart(halves[0] as WriteOp[], ctx, out)
+  const second = halves[1] as WriteOp[]
+  if (first.kind === 'done') return await sendPart(second, ctx, out)
+  if (first.kind === 'failed') {
+    out.failed(second, first.err)
+  } else {
+    out.again(second, 0) // still in flight from the refused command: that attempt counts
+  }
+  return first
 }
 
-async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation): Promise<void> {
+/** What a part left behind: nothing, writes to send again, or writes failed otherwise (decided as a whole-batch failure). */
+type Left = { kind: 'done' } | { kind: 'again' } | { kind: 'failed', err: unknown }
+const DONE: Left = { kind: 'done' }
+const LEFT_AGAIN: Left = { kind: 'again' }
+
+async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation): Promise<Left> {
   const models = new Array<AnyBulkWriteOperation>(ops.length)
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i] as WriteOp
@@ -141,29 +162,31 @@ async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
     const refusal = wholeRefusal(err)
     if (refusal !== undefined) {
       const failure = await ctx.classify(refusal)
-      if (failure.transient) out.failed(ops, refusal)
-      else await isolate(ops, refusal, failure, ctx, out)
-      return
+      if (!failure.transient) return await isolate(ops, refusal, failure, ctx, out)
+      out.failed(ops, refusal)
+      return { kind: 'failed', err: refusal }
     }
     const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
     if (Array.isArray(writeErrors) && writeErrors.length > 0) {
-      partlyRefused(ops, err as PartialFailure, ctx.ordered, ctx.collection, out)
-    } else {
-      out.failed(ops, err)
+      const failure = err as PartialFailure
+      const ids = new PartialFailureReader(failure, ctx.ordered, ctx.collection).idsToConfirm(ops)
+      return partlyRefused(ops, failure, ctx.ordered, ctx.collection, out, await ctx.confirm(ids)) ? LEFT_AGAIN : DONE
     }
-    return
+    out.failed(ops, err)
+    return { kind: 'failed', err }
   }
   const upserted = result.upsertedIds
   for (let i = 0; i < ops.length; i++) out.acknowledged(ops[i] as WriteOp, resultOf(ops[i] as WriteOp, i, upserted))
+  return DONE
 }
 
 /**
  * Some writes of a bulkWrite were refused (`writeErrors`): each write's verdict, told to `out`
- * (the Sender's partial failures and a split part's alike). `confirmed`: generated _ids found
+ * (the Sender's partial failures and a split part's alike); whether any is to be sent again. `confirmed`: generated _ids found
  * written after an unknown attempt (PartialFailureReader.idsToConfirm).
  */
 export function partlyRefused (ops: readonly WriteOp[], err: PartialFailure, ordered: boolean, collection: string, out: Isolation,
-  confirmed: Set<string> | null = null): void {
+  confirmed: Set<string> | null = null): boolean {
   const reader = new PartialFailureReader(err, ordered, collection)
   const again: WriteOp[] = []
   let uncoalesced = 0
@@ -183,7 +206,9 @@ export function partlyRefused (ops: readonly WriteOp[], err: PartialFailure, ord
       }
     }
   }
-  if (again.length > 0) out.again(again, uncoalesced)
+  if (again.length === 0) return false
+  out.again(again, uncoalesced)
+  return true
 }
 
 /** What a write the refusal is pinned to (or that may not go again) is told: the server's code, kept. */

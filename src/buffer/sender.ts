@@ -173,6 +173,7 @@ export class Sender {
     await isolate(live, refusal, failure, {
       send: models => this.#wire.bulkWrite(queue, models),
       classify: r => this.#classifyRefusal(r),
+      confirm: ids => confirmInserted(queue.collection, ids),
       ordered: queue.ordered,
       collection: queue.name,
     }, out)

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { BSON, type Document } from 'mongodb'
+import { BSON, type Document, type ObjectId } from 'mongodb'
 import { ErrorCodes, InvalidWriteError } from '../../src/index.js'
-import { apply, commandError, networkError, settle, type BulkCall, type Responder } from './fake-db.js'
-import { fastForward, harness, useFakeClock } from './harness.js'
+import { apply, bulkWriteError, commandError, networkError, settle, type BulkCall, type Responder } from './fake-db.js'
+import { fastForward, harness, loose, useFakeClock } from './harness.js'
 
 const NUL = String.fromCharCode(0)
 const FAST = { retry: { baseDelayMs: 1 }, maxTimeMS: 200 }
@@ -48,6 +48,59 @@ describe('a whole-command refusal is isolated to the write to blame', () => {
     expect(incSent).toHaveLength(1)
     expect(fake.docs('c').map(d => d._id)).not.toContain('bad')
     expect(fake.docs('c')).toHaveLength(50)
+  })
+
+  it('not MongoDB: inserts a refused command had applied come back as duplicates of themselves when sent again: looked up, they are told applied, never rejected', async () => {
+    const { fake, c } = harness(FAST)
+    fake.server = 'ferretdb'
+    // the first three statements applied, then the whole command refused (PITFALLS 14)
+    fake.next(call => {
+      call.db.applyModels(call.collection, call.raw.slice(0, 3), false)
+      throw commandError(2, 'BadValue after statement 2')
+    })
+    const docs: Document[] = [{ a: 1 }, { a: 2 }, { a: 3 }, { a: 4 }]
+    const results = await Promise.all(docs.map(d => settle(c.insertOne(d))))
+    expect(outcomes(results)).toEqual(['ok', 'ok', 'ok', 'ok'])
+    expect(results.map(r => r.status === 'fulfilled' && String(r.value.insertedId))).toEqual(docs.map(d => String(d._id)))
+    expect(fake.docs('c')).toHaveLength(4) // each written once
+    expect(fake.finds.length).toBeGreaterThan(0) // the duplicates were looked up, not assumed
+  })
+
+  it('not MongoDB: a caller\'s own _id that a refused command may have written comes back a duplicate when sent again: unknown, not rejected', async () => {
+    const { fake, c } = harness(FAST)
+    fake.server = 'ferretdb'
+    fake.next(call => {
+      call.db.applyModels(call.collection, call.raw.slice(0, 1), false)
+      throw commandError(2, 'BadValue after statement 0')
+    })
+    const results = outcomes(await Promise.all([1, 2].map(i => settle(c.insertOne({ _id: i })))))
+    // _id 1 was written by the refused attempt: its duplicate proves nothing about whose it is
+    expect(results).toEqual(['11000/unknown', 'ok'])
+    expect(fake.docs('c').map(d => d._id)).toEqual([1, 2])
+  })
+
+  it('an ordered collection: once a half stops at a refused write, the halves after it are not sent before the writes it left', async () => {
+    const { fake, wb } = harness(FAST)
+    const c = loose(wb.collection('o', { ordered: true }))
+    // DocumentDB's rules: a collation refuses the whole command (115); the upsert of A fails its own
+    // statement (11000), and an ordered command stops there
+    fake.fallback = (call, db) => {
+      if (call.bodies.some(b => b.collation !== undefined)) throw commandError(115)
+      const bad = call.bodies.findIndex(b => (b.filter as Document | undefined)?._id === 'A')
+      if (bad < 0) return apply(call, db)
+      db.applyModels(call.collection, call.raw.slice(0, bad), true)
+      throw bulkWriteError([{ index: bad, code: 11000 }])
+    }
+    fake.applyModels('o', [{ insertOne: { document: { _id: 'X' as unknown as ObjectId, v: 0 } } }], false)
+    const writes = [
+      c.updateOne({ _id: 'A', k: 1 }, { $set: { y: 1 } }, { upsert: true }), // a duplicate key of its own
+      c.updateOne({ _id: 'X' }, { $set: { v: 1 } }),
+      c.updateOne({ _id: 'X' }, { $set: { v: 2 } }), // submitted after the one before: it must land after it
+      c.updateOne({ _id: 'D' }, { $set: { z: 1 } }, { collation: { locale: 'fr' } }), // refuses the whole command
+    ].map(async p => await settle(p))
+    const results = outcomes(await Promise.all(writes))
+    expect(results).toEqual(['11000/rejected', 'ok', 'ok', '115/rejected'])
+    expect(fake.docs('o').find(d => d._id === 'X')).toEqual({ _id: 'X', v: 2 }) // applied in submission order
   })
 
   it('a refusal of the command itself (Unauthorized) is not split: one call, every write fails once', async () => {
