@@ -16,6 +16,8 @@ interface Noted {
   target: string | undefined
   /** -1 while unsettled; else the settle count when it settled */
   settled: number
+  /** found by another field than `_id` (or by none the cache can read): it may touch any document */
+  byFilter: boolean
 }
 
 /** A collection's writes noted before a read asked about it: listed in queue order from `head` (settled ones dropped now and then), and how many are unsettled. */
@@ -65,9 +67,18 @@ export class NotedWrites {
   readonly #unindexed = new Map<string, Unindexed>()
   /** per watched collection whose first read found more than INDEX_AT_WATCH listed writes: until they have settled */
   readonly #backlogs = new Map<string, Promise<unknown>>()
+  /** per collection: unsettled noted writes found by another field than `_id` */
+  readonly #byFilter = new Map<string, number>()
 
   /** Whether a read has asked about this collection (its writes are indexed, its entries may exist). */
   watches (name: string): boolean { return this.#watched.has(name) }
+
+  /**
+   * Whether a write found by another field than `_id` is unsettled in this collection: it may
+   * be applied after a later write by `_id` (two targets have no order) and then match that
+   * document, so such a write is not patched into entries meanwhile (write-effects.ts).
+   */
+  filterWriteUnsettled (name: string): boolean { return (this.#byFilter.get(name) ?? 0) > 0 }
 
   /**
    * A write to a collection no read has asked about: listed, not indexed. Only a read needs the
@@ -113,7 +124,9 @@ export class NotedWrites {
   /** Notes a queued write (its footprint computed once, here, unless given). */
   add (name: string, op: WriteOp, fp: Footprint = safeFootprint(op), keys: readonly string[] = footprintKeys(fp)): void {
     const target = op.kind === INSERT ? fp.newIds[0] : op.body.collation === undefined ? fp.ids[0] : undefined
-    this.#noted.set(op, { name, seq: this.seq++, fp, keys, target, settled: -1 })
+    const byFilter = fp.all || fp.anyDoc || fp.filters.length > 0
+    if (byFilter) this.#byFilter.set(name, (this.#byFilter.get(name) ?? 0) + 1)
+    this.#noted.set(op, { name, seq: this.seq++, fp, keys, target, settled: -1, byFilter })
     this.#index.list(name, op, keys)
   }
 
@@ -125,6 +138,7 @@ export class NotedWrites {
       this.#settledUnindexed(name) // noted before a read asked about its collection
     } else if (n.settled === -1) {
       n.settled = this.#settles++
+      if (n.byFilter) this.#byFilter.set(name, (this.#byFilter.get(name) as number) - 1)
       if (n.target !== undefined && !this.#touched(name, n.target)) caughtUp = n.target
       if (this.#reads.size === 0) this.#forget(op, n)
       else this.#kept.push(op)

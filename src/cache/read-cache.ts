@@ -266,8 +266,9 @@ export class ReadCache {
     }
     const fp = safeFootprint(op)
     const keys = footprintKeys(fp)
+    const mayPatch = !this.#noted.filterWriteUnsettled(name)
     this.#noted.add(name, op, fp, keys)
-    this.#effects.apply(name, op, fp, keys)
+    this.#effects.apply(name, op, fp, keys, mayPatch)
   }
 
   /** A write settled. A failed one (other than an insert) may have been patched into entries: drop them. */

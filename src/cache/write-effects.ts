@@ -16,7 +16,8 @@ const EXACT = { promoteValues: false, promoteLongs: false } as const
  * (footprint.ts#affects, found through the entries' index keys) is dropped, except that a write
  * by `{ _id: value }` patches the entries holding exactly that document when its update can be
  * applied exactly as the server would ($set, $unset, $inc, $setOnInsert on plain paths, or a
- * replacement). Another instance's batch (cache bus) is never patched in: it only drops.
+ * replacement) and no write found by another field is unsettled. Another instance's batch
+ * (cache bus) is never patched in: it only drops.
  */
 export class WriteEffects {
   invalidations = 0
@@ -33,11 +34,15 @@ export class WriteEffects {
     if (patched !== undefined) for (const e of this.store.withId(name, idTarget)) patched.delete(e)
   }
 
-  /** A write queued here, of footprint `fp`. Never throws: an unexpected failure drops the collection's entries instead. */
-  apply (name: string, op: WriteOp, fp: Footprint = footprintOf(op), keys: readonly string[] = footprintKeys(fp)): void {
+  /**
+   * A write queued here, of footprint `fp`. `mayPatch` false: a write by another field is
+   * unsettled (NotedWrites.filterWriteUnsettled), so entries are dropped, not patched. Never
+   * throws: an unexpected failure drops the collection's entries instead.
+   */
+  apply (name: string, op: WriteOp, fp: Footprint = footprintOf(op), keys: readonly string[] = footprintKeys(fp), mayPatch = true): void {
     if (!this.store.has(name)) return
     try {
-      this.#apply(name, fp, keys, op)
+      this.#apply(name, fp, keys, mayPatch ? op : undefined)
     } catch {
       this.invalidateAll(name)
     }
