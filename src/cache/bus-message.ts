@@ -2,6 +2,7 @@ import { Binary, BSON } from 'mongodb'
 import type { Document } from 'mongodb'
 import { targetOf, targetOfId } from '../write/target.js'
 import type { WriteOp } from '../write/write-op.js'
+import { isExactScalar } from './bson-values.js'
 import { equalities, type Filter } from './filter-facts.js'
 import { emptyFootprint, footprintOf, type Footprint } from './footprint.js'
 import { keyOf } from './value-keys.js'
@@ -77,7 +78,9 @@ export function summarize (ops: readonly WriteOp[], upsertedIdOf: (index: number
  */
 export function remoteFootprint (write: RemoteWrite): Footprint {
   const fp = emptyFootprint()
-  fp.all = write.all
+  // an _id that is not an exact scalar may equal other forms on the server (Decimal128 1 is the
+  // _id 1): its key decides nothing, so the batch may have touched any document
+  fp.all = write.all || write.ids.some(id => !isExactScalar(id))
   fp.ids = fp.newIds = write.ids.map(keyOf)
   fp.idValues = fp.newIdValues = write.ids
   fp.filters = write.filters

@@ -1,6 +1,6 @@
 import type { Document } from 'mongodb'
 import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteOp } from '../write/write-op.js'
-import { hasUndefined } from './bson-values.js'
+import { hasUndefined, isExactScalar } from './bson-values.js'
 import { equalities, idTargetOf, isPlainDocument, matches, type Filter } from './filter-facts.js'
 import { keyOf, UNKNOWN, valueHash, valueKeys, wellFormed } from './value-keys.js'
 
@@ -109,6 +109,17 @@ function createdId (filter: Filter, u: Document | Document[] | undefined, replac
 }
 
 /**
+ * The write creates a document of `_id` `id`. One that is not an exact scalar (a Decimal128, an
+ * embedded document) may equal, on the server, an `_id` of another type or form (Decimal128 1
+ * is 1): its key decides nothing, so the write may create any `_id`.
+ */
+function newId (fp: Footprint, id: unknown): void {
+  fp.newIds = [keyOf(id)]
+  fp.newIdValues = [id]
+  if (!isExactScalar(id)) fp.anyNewId = true
+}
+
+/**
  * The footprint of one write. `acknowledged`: the server answered it, and `upserted` is the
  * `_id` it upserted, if it did (then what it created is known); else the write is still
  * unsettled and an upsert may create a document of any `_id` its filter allows. Every string is
@@ -118,8 +129,7 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
   const fp = emptyFootprint()
   if (op.kind === INSERT) {
     const doc = wellFormed(op.body.document as Document)
-    fp.newIds = [keyOf(op.id)]
-    fp.newIdValues = [op.id]
+    newId(fp, op.id)
     // matched as it is only if sent as it is (a value with toBSON is judged by its field alone)
     if (isPlainDocument(doc) && !hasUndefined(doc)) fp.docs = [doc]
     document(fp, doc)
@@ -135,10 +145,7 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
     fp.idValues = [filter._id]
   } else if (eq !== undefined) fp.filters = [filter]
   else fp.anyDoc = true
-  if (acknowledged && upserted !== undefined) {
-    fp.newIds = [keyOf(upserted)]
-    fp.newIdValues = [upserted]
-  }
+  if (acknowledged && upserted !== undefined) newId(fp, upserted)
   if (op.kind === DELETE_ONE || op.kind === DELETE_MANY) return fp
   // a queued write's own update (a coalesced leader sends the merged one: ownUpdate keeps its own); an acknowledged one's as sent
   const u = wellFormed(acknowledged ? body.update : op.ownUpdate ?? body.update)
@@ -151,10 +158,7 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
     if (!acknowledged) {
       const created = createdId(filter, u, replacement)
       if (created === undefined) fp.anyNewId = true
-      else {
-        fp.newIds = [keyOf(created.id)]
-        fp.newIdValues = [created.id]
-      }
+      else newId(fp, created.id)
     }
   }
   if (op.kind === REPLACE_ONE) document(fp, replacement)
@@ -190,7 +194,8 @@ export interface Answer {
 /** An answer from a decoded document. `idKnown`: the answer's `_id` is its document's own (see read-key.ts#showsId). */
 export function answerOf (filter: Filter, doc: Document | null, projected: boolean, idKnown = !projected): Answer {
   const filterId = idTargetOf(filter)
-  const idTarget = doc === null ? undefined : filterId ?? (idKnown && doc._id !== undefined ? keyOf(doc._id) : undefined)
+  // a document's own _id keys it only when exact: another (Decimal128 1, {a: 1.0}) may equal other forms on the server
+  const idTarget = doc === null ? undefined : filterId ?? (idKnown && isExactScalar(doc._id) ? keyOf(doc._id) : undefined)
   return { filter, filterId, found: doc !== null, doc: () => doc as Document, projected, idTarget }
 }
 

@@ -29,6 +29,14 @@ describe('cache bus messages', () => {
     expect(back.hashes.sort()).toEqual(write.hashes.sort())
   })
 
+  it('an _id that is not an exact scalar (Decimal128 2 is the _id 2 on the server) touches any cached answer on the receiving side', () => {
+    const write = roundTrip(summarize([buildInsert({ _id: Decimal128.fromString('2'), name: 'two' }, undefined)], none))
+    expect(remoteAffects(write, null, { _id: 2 }, false)).toBe(true) // a cached "no document" for _id 2
+    expect(remoteAffects(write, { _id: 1, email: 'e' }, { email: 'e' }, false)).toBe(true)
+    const exact = roundTrip(summarize([buildInsert({ _id: 3, name: 'three' }, undefined)], none))
+    expect(remoteAffects(exact, null, { _id: 2 }, false)).toBe(false) // an exact one is judged by its key
+  })
+
   it('carries the instance id and the collection; small: 100 updates by _id is under 2 KiB', () => {
     const ops = Array.from({ length: 100 }, () => buildUpdate(false, { _id: new ObjectId() }, { $set: { lastLoginAt: new Date() }, $inc: { logins: 1 } }, undefined))
     const bytes = encode('instance-1', 'users', summarize(ops, none))

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest'
-import { BSON, type Collection, type Document } from 'mongodb'
+import { BSON, Decimal128, type Collection, type Document } from 'mongodb'
 import { matches } from '../../src/cache/filter-facts.js'
 import { ReadCache } from '../../src/cache/read-cache.js'
 import { resolveOptions } from '../../src/options.js'
-import { buildUpdate } from '../../src/write/build-op.js'
+import { buildInsert, buildUpdate } from '../../src/write/build-op.js'
 import type { WriteOp } from '../../src/write/write-op.js'
 
 /**
@@ -58,5 +58,44 @@ describe('a write by _id patched into an entry while a write by another field is
     cache.settleWrite('users', byId, true)
     expect(await cache.findOne(collection, 'users', { _id: 'T' })).toEqual({ _id: 'T', email: 'e', v: 0 })
     expect(cache.stats()).toMatchObject({ hits: 1, misses: 1 })
+  })
+})
+
+describe('a document whose _id is not an exact scalar (Decimal128 1 is the _id 1 on the server)', () => {
+  const options = (): NonNullable<ReturnType<typeof resolveOptions>['cache']> => resolveOptions({ cache: { ttlMs: 60_000 } }).cache as NonNullable<ReturnType<typeof resolveOptions>['cache']>
+
+  it('an entry holding it is dropped by a write to that _id in another numeric type', async () => {
+    const cache = new ReadCache(options())
+    const docs: Document[] = [{ _id: Decimal128.fromString('1'), email: 'e' }]
+    const collection = {
+      bsonOptions: {},
+      findOne: async (filter: Document) => {
+        const doc = docs.find(d => d.email === filter.email)
+        return doc === undefined ? null : BSON.serialize(doc)
+      },
+    } as unknown as Collection
+    expect(await cache.findOne(collection, 'users', { email: 'e' })).toMatchObject({ email: 'e' })
+    const write = buildUpdate(false, { _id: 1 }, { $set: { email: 'f' } }, undefined)
+    cache.noteWrite('users', write)
+    ;(docs[0] as Document).email = 'f' // the server applies it: the same document
+    write.settle()
+    cache.settleWrite('users', write, true)
+    expect(await cache.findOne(collection, 'users', { email: 'e' })).toBeNull()
+  })
+
+  it('a cached "no document" for _id 2 is dropped by an insert of _id Decimal128 2', async () => {
+    const cache = new ReadCache(options())
+    const docs: Document[] = []
+    const collection = {
+      bsonOptions: {},
+      findOne: async () => docs.length === 0 ? null : BSON.serialize(docs[0] as Document),
+    } as unknown as Collection
+    expect(await cache.findOne(collection, 'users', { _id: 2 })).toBeNull()
+    const insert = buildInsert({ _id: Decimal128.fromString('2'), name: 'two' }, undefined)
+    cache.noteWrite('users', insert)
+    docs.push({ _id: Decimal128.fromString('2'), name: 'two' })
+    insert.settle()
+    cache.settleWrite('users', insert, true)
+    expect(await cache.findOne(collection, 'users', { _id: 2 })).toMatchObject({ name: 'two' })
   })
 })
