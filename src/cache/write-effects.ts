@@ -8,8 +8,11 @@ import { idTargetOf, matches, updatedRoots } from './filter-facts.js'
 import { affects, entryKeys, footprintKeys, footprintOf, type Footprint } from './footprint.js'
 import { wellFormed } from './value-keys.js'
 
-/** Decoding for patches: every number keeps its BSON type (int32, int64, double). */
-const EXACT = { promoteValues: false, promoteLongs: false } as const
+/**
+ * Decoding for patches, which encode the document again: every number keeps its BSON type
+ * (int32, int64, double), a regular expression its flags (a JS RegExp drops those it lacks).
+ */
+const EXACT = { promoteValues: false, promoteLongs: false, bsonRegExp: true } as const
 
 /**
  * What a write does to cached answers (read-your-writes): every entry its footprint may affect
@@ -122,7 +125,10 @@ export class WriteEffects {
   #patch (e: Entry, op: WriteOp, body: WriteBody, roots: Set<string> | null): void {
     const doc = BSON.deserialize(e.bytes as Uint8Array, EXACT)
     let next: Document | null = null
-    if (op.kind === REPLACE_ONE && body.replacement !== undefined) {
+    // a field of the deprecated BSON type undefined decodes to undefined, which would not be
+    // encoded again as it is: such a document is not patched
+    if (hasUndefined(doc)) next = null
+    else if (op.kind === REPLACE_ONE && body.replacement !== undefined) {
       // the server keeps the document's _id, first
       const { _id: ignored, ...rest } = wellFormed(body.replacement)
       next = { _id: doc._id as unknown, ...rest }

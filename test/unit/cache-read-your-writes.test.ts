@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { BSON, Decimal128, type Collection, type Document } from 'mongodb'
+import { BSON, BSONRegExp, Decimal128, type Collection, type Document } from 'mongodb'
 import { matches } from '../../src/cache/filter-facts.js'
 import { ReadCache } from '../../src/cache/read-cache.js'
 import { resolveOptions } from '../../src/options.js'
@@ -97,5 +97,51 @@ describe('a document whose _id is not an exact scalar (Decimal128 1 is the _id 1
     insert.settle()
     cache.settleWrite('users', insert, true)
     expect(await cache.findOne(collection, 'users', { _id: 2 })).toMatchObject({ name: 'two' })
+  })
+})
+
+describe('a patch keeps what it does not change as the server stores it', () => {
+  /** One stored document, its bytes as the server would send them; `apply` plays an update by _id on them. */
+  function stored (bytes: Uint8Array, bsonOptions: Document): { collection: Collection, set: (next: Uint8Array) => void } {
+    let current = bytes
+    const collection = { bsonOptions, findOne: async () => current } as unknown as Collection
+    return { collection, set: next => { current = next } }
+  }
+  const options = (): NonNullable<ReturnType<typeof resolveOptions>['cache']> => resolveOptions({ cache: { ttlMs: 60_000 } }).cache as NonNullable<ReturnType<typeof resolveOptions>['cache']>
+
+  it('a regular expression keeps its flags (read with bsonRegExp, as the collection asks)', async () => {
+    const cache = new ReadCache(options())
+    const doc = { _id: 1, re: new BSONRegExp('a.b', 'imsx'), n: 1 }
+    const server = stored(BSON.serialize(doc), { bsonRegExp: true })
+    await cache.findOne(server.collection, 'users', { _id: 1 })
+    const inc = buildUpdate(false, { _id: 1 }, { $inc: { n: 1 } }, undefined)
+    cache.noteWrite('users', inc)
+    server.set(BSON.serialize({ ...doc, n: 2 }))
+    inc.settle()
+    cache.settleWrite('users', inc, true)
+    const got = await cache.findOne(server.collection, 'users', { _id: 1 }) as Document
+    expect(got.n).toBe(2)
+    expect(got.re).toEqual(new BSONRegExp('a.b', 'imsx'))
+  })
+
+  it('a field of the deprecated BSON type undefined is not served as null', async () => {
+    const cache = new ReadCache(options())
+    // { _id: 1, u: <undefined, type 0x06>, n: 1 }: js-bson writes undefined as null, so the type byte is set by hand
+    const bytes = BSON.serialize({ _id: 1, u: null, n: 1 })
+    const at = Buffer.from(bytes).indexOf(Buffer.from([0x0a, 0x75, 0x00])) // null, "u", NUL
+    bytes[at] = 0x06
+    const server = stored(bytes, {})
+    expect(await cache.findOne(server.collection, 'users', { _id: 1 })).toHaveProperty('u', undefined)
+    const inc = buildUpdate(false, { _id: 1 }, { $inc: { n: 1 } }, undefined)
+    cache.noteWrite('users', inc)
+    const next = Uint8Array.from(bytes)
+    next[next.length - 5] = 2 // n: the last int32 before the document's end
+    server.set(next)
+    inc.settle()
+    cache.settleWrite('users', inc, true)
+    const got = await cache.findOne(server.collection, 'users', { _id: 1 }) as Document
+    expect(got.n).toBe(2)
+    expect(got.u).toBeUndefined()
+    expect(got).toHaveProperty('u')
   })
 })
