@@ -201,10 +201,15 @@ export class Dispatcher implements QueueListener {
     return this.#kicked || this.hooks.flushWaiting()
   }
 
-  /** maxBatchSize is a ceiling; the server's maxWriteBatchSize (hello) is the bound: one batch stays one command. */
+  /**
+   * maxBatchSize is a ceiling; the server's maxWriteBatchSize (hello) is the bound: one batch
+   * stays one command. The driver starts a new command when one more write would make its
+   * count reach maxWriteBatchSize (bulk/unordered.js: `size + 1 >= maxWriteBatchSize`), so a
+   * command holds one fewer (as maxBatchSize's own ceiling, 99,999, is MongoDB's 100,000 less one).
+   */
   #currentLimits (): BatchLimits {
     const server = this.hooks.serverMaxCount?.()
-    const maxCount = server === undefined ? this.options.maxCount : Math.min(this.options.maxCount, server)
+    const maxCount = server === undefined ? this.options.maxCount : Math.min(this.options.maxCount, Math.max(1, server - 1))
     if (maxCount !== this.#limits.maxCount) this.#limits = { ...this.options, maxCount }
     return this.#limits
   }

@@ -39,8 +39,7 @@ export class InsertWriteErrors extends Error {
  * The most estimated BSON bytes a batch sent as one insert command may hold. Its documents
  * travel inside the command body, which the server takes up to 16 MiB + 16 KiB (and the
  * driver's serializer up to 17 MiB), not as a document sequence that a bulkWrite splits. A
- * quarter of that: even an estimate three times short (bson-size.ts counts a non-ASCII key's
- * UTF-16 units, not its UTF-8 bytes) fits. Larger batches go as bulkWrites.
+ * quarter of that (bson-size.ts's estimates are never short). Larger batches go as bulkWrites.
  */
 export const INLINE_MAX_BYTES = 4 * 1024 * 1024
 

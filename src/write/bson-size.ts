@@ -2,14 +2,14 @@ import { BSON, ObjectId } from 'mongodb'
 import { findUnsendable } from './unsendable.js'
 
 /**
- * Approximate BSON size of a document, measured once per write (the batch byte budget and
- * the 16 MiB check need it). A plain JS walk costs a fraction of BSON.calculateObjectSize on
- * the small documents of a hot path. Values are over-counted (short strings at 3 bytes per
- * UTF-16 unit, long ones exactly, every number as 8); only keys are counted at 1 byte per
- * UTF-16 unit, so non-ASCII keys can be under-counted up to 3x — hence anything estimated
- * over 4 MiB, and anything the walk cannot read (toBSON, Map, unknown BSON types), is
- * measured exactly instead. An estimate of EXACT_ABOVE or less is thus under 3 × 4 = 12 MiB
- * for real: far from the 16 MiB limit (build-op.ts relies on it).
+ * BSON size of a document, estimated once per write (the batch byte budget and the 16 MiB
+ * check need it). A plain JS walk costs a fraction of BSON.calculateObjectSize on the small
+ * documents of a hot path. Never short: short strings and keys are counted at 3 bytes per
+ * UTF-16 unit (what any UTF-8 takes at most), long strings exactly, every number as 8. So a
+ * batch's estimate bounds its real size, and a batch the Dispatcher keeps under maxBatchBytes
+ * (≤ 15 MiB) is never split by the driver into two commands (it splits at 16 MiB). Anything
+ * estimated over 4 MiB, and anything the walk cannot read (toBSON, Map, unknown BSON types),
+ * is measured exactly instead.
  * Throws a RangeError on cyclic or absurdly deep values.
  */
 export const EXACT_ABOVE = 4 * 1024 * 1024
@@ -75,7 +75,7 @@ function objectSize (doc: Record<string, unknown>, depth: number, rules = 0): nu
       if ((rules & NO_OPERATOR_KEYS) !== 0 && key.charCodeAt(0) === 36 /* $ */) throw new NeedsExact()
       if ((rules & SKIP_ID) !== 0 && key === '_id') continue
     }
-    n += 2 + key.length + valueSize(doc[key], depth)
+    n += 2 + 3 * key.length + valueSize(doc[key], depth)
   }
   return n
 }

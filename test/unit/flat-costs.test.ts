@@ -41,12 +41,13 @@ describe('writes parked behind the write holding their document', () => {
 })
 
 describe('the server bounds a batch', () => {
-  it("maxBatchSize is a ceiling: no batch carries more writes than the server's maxWriteBatchSize (hello), so one batch stays one command", async () => {
+  it("maxBatchSize is a ceiling: no batch carries as many writes as the server's maxWriteBatchSize (hello), so one batch stays one command", async () => {
     const { fake, c } = harness({ maxBatchSize: 1000 })
     const servers = (fake.client as { topology: { description: { servers: Map<string, Record<string, unknown>> } } }).topology.description.servers
     for (const server of servers.values()) server.maxWriteBatchSize = 25 // DocumentDB answers 25,000
     await Promise.all(Array.from({ length: 120 }, (_, i) => c.insertOne({ i })))
-    expect(Math.max(...fake.calls.map(call => call.models.length))).toBe(25)
+    // the driver splits a bulkWrite once one more write would make maxWriteBatchSize (bulk/unordered.js)
+    expect(Math.max(...fake.calls.map(call => call.models.length))).toBe(24)
     expect(fake.docs('c')).toHaveLength(120)
   })
 })
