@@ -1,4 +1,4 @@
-import type { WriteConcernSettings } from 'mongodb'
+import type { AnyBulkWriteOperation, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
 import { classify, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
 import type { InsertCommand, SentAnswer } from '../mongo/insert-command.js'
@@ -30,9 +30,9 @@ const NO_LINKS: readonly TraceLink[] = []
 
 /**
  * Sends one batch as one bulkWrite (or as the one insert command it would be: wire.ts) and
- * routes the answer: every write of the batch is
- * settled (Settler), put back in its queue, or handed to Retries — exactly once, whatever the
- * driver answers — and then the batch is returned to its queue (which tells the Dispatcher).
+ * routes the answer: every write of the batch is settled (Settler), put back in its queue, or
+ * handed to Retries — exactly once, whatever the driver answers — and then the batch is
+ * returned to its queue (which tells the Dispatcher).
  */
 export class Sender {
   /** how a batch travels */
@@ -70,7 +70,13 @@ export class Sender {
 
   send (batch: Batch): void {
     const queue = batch.queue
-    const models = batch.send()
+    let models: AnyBulkWriteOperation[]
+    try {
+      models = batch.send()
+    } catch (bug) {
+      this.#notSent(batch, bug)
+      return
+    }
     const started = performance.now()
     this.queueWait.record(started - batch.queuedAt, started)
     const span = this.tracing.start(queue.name, batch.size, batch.linked ? batch.links() : NO_LINKS, batch.retryOf, batch.attempt)
@@ -95,6 +101,13 @@ export class Sender {
     } catch (bug) {
       this.#internalError(batch, bug)
     }
+  }
+
+  /** A bug before anything went on the wire must not strand the batch (its writes, its slot): they fail, not sent by this attempt. */
+  #notSent (batch: Batch, bug: unknown): void {
+    const failed = (op: WriteOp): Error => new WriteBufferError(ErrorCodes.BATCH_FAILED, `internal error before sending: ${String(bug)}`, op.maybeApplied ? 'unknown' : 'not-sent', op.attempts, bug)
+    for (const op of batch.ops) if (op.state !== SETTLED) this.settler.reject(op, failed(op))
+    this.#return(batch)
   }
 
   /** A bug in result handling must not strand the batch: settle whoever is left. */

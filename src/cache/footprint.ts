@@ -108,11 +108,7 @@ function createdId (filter: Filter, u: Document | Document[] | undefined, replac
   return undefined
 }
 
-/**
- * The write creates a document of `_id` `id`. One that is not an exact scalar (a Decimal128, an
- * embedded document) may equal, on the server, an `_id` of another type or form (Decimal128 1
- * is 1): its key decides nothing, so the write may create any `_id`.
- */
+/** The write creates the `_id` `id`; one not an exact scalar (Decimal128 1 is 1 on the server) keys nothing: any `_id`. */
 function newId (fp: Footprint, id: unknown): void {
   fp.newIds = [keyOf(id)]
   fp.newIdValues = [id]

@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
+import { Batch } from '../../src/buffer/batch.js'
 import type { Document } from 'mongodb'
 import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../../src/index.js'
 import { bulkWriteError, hold, pause, rejectWith, resolveWith, serverSelectionError, settle, track, type Responder, type Settled } from './fake-db.js'
@@ -91,6 +92,23 @@ describe('every write settles exactly once', () => {
     expect(settled.map(s => s.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'rejected'])
     const last = settled[3]
     expect(last?.status === 'rejected' && last.reason.message).toMatch(/internal error.*boom/)
+    await expectAllSettledOnce(h, 4, settled)
+  })
+
+  it('when preparing a batch breaks before it is sent: its writes fail not-sent, the slot is freed, nothing is stranded', async () => {
+    const h = harness()
+    const send = Batch.prototype.send
+    const spy = vi.spyOn(Batch.prototype, 'send').mockImplementationOnce(function (this: Batch) {
+      send.call(this) // marks the writes sent, then a bug
+      throw new Error('boom')
+    })
+    const settled = await upserts(h, 4)
+    spy.mockRestore()
+    for (const s of settled) {
+      expect(s.status === 'rejected' && s.reason).toMatchObject({ code: ErrorCodes.BATCH_FAILED, outcome: 'not-sent' })
+      expect(s.status === 'rejected' && s.reason.message).toMatch(/internal error.*boom/)
+    }
+    expect(h.fake.calls).toHaveLength(0) // never on the wire
     await expectAllSettledOnce(h, 4, settled)
   })
 
