@@ -22,6 +22,22 @@ function numberKey (n: number): string {
   return Number.isSafeInteger(n) || !Number.isInteger(n) ? 'n' + String(n) : 'n' + BigInt(n).toString()
 }
 
+/**
+ * A Decimal128's key in the same space (the server compares it with numbers by value: 1.0 is
+ * 1): an integral one as its exact integer, like a Long or an integral double; any other as the
+ * key of the nearest double, which is its own when it equals one, and at worst a key shared with
+ * a number it does not equal (more grouped, never less).
+ */
+function decimalKey (text: string): string {
+  const m = /^(-?)(\d+)(?:\.(\d+))?(?:E([+-]\d+))?$/.exec(text)
+  if (m === null) return numberKey(Number(text)) // NaN, Infinity
+  let digits = (m[2] as string) + (m[3] ?? '')
+  let exponent = Number(m[4] ?? 0) - (m[3]?.length ?? 0)
+  while (exponent < 0 && digits.length > 1 && digits.endsWith('0')) { digits = digits.slice(0, -1); exponent++ }
+  if (exponent < 0 || exponent > 400) return numberKey(Number(text))
+  return 'n' + (BigInt((m[1] as string) + digits) * 10n ** BigInt(exponent)).toString()
+}
+
 function scalarKey (v: unknown): string | undefined {
   switch (typeof v) {
     // as the driver sends it: a lone surrogate is U+FFFD on the wire, so '\uD800' and '\uFFFD' are one document
@@ -40,6 +56,7 @@ function scalarKey (v: unknown): string | undefined {
         const long = v as { unsigned?: unknown, toString: () => string }
         return 'n' + (long.unsigned === true ? BigInt.asIntN(64, BigInt(long.toString())).toString() : long.toString())
       }
+      if (b._bsontype === 'Decimal128') return decimalKey((v as { toString: () => string }).toString())
       if (v instanceof Date) return 'd' + String(v.getTime())
       return undefined
     }

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest'
+import { Decimal128, Long } from 'mongodb'
+import { targetOfId } from '../../src/write/target.js'
 import { harness } from './harness.js'
 import { settle } from './fake-db.js'
 
@@ -49,6 +51,36 @@ describe('the server bounds a batch', () => {
     // the driver splits a bulkWrite once one more write would make maxWriteBatchSize (bulk/unordered.js)
     expect(Math.max(...fake.calls.map(call => call.models.length))).toBe(24)
     expect(fake.docs('c')).toHaveLength(120)
+  })
+})
+
+describe('targets as the server compares them', () => {
+  it('Decimal128 1 and the number 1 are one document on the server (so are 1.5 and Decimal128 1.50): their writes keep their order', async () => {
+    const { fake, c } = harness({ coalesce: false })
+    await Promise.all([
+      c.updateOne({ _id: 1 }, { $set: { v: 1 } }),
+      c.updateOne({ _id: Decimal128.fromString('1.0') }, { $set: { v: 2 } }),
+      c.updateOne({ _id: Long.fromNumber(1) }, { $set: { v: 3 } }),
+      c.updateOne({ _id: 1.5 }, { $set: { v: 4 } }),
+      c.updateOne({ _id: Decimal128.fromString('1.50') }, { $set: { v: 5 } }),
+    ])
+    // one after the other, never two of one document in one unordered bulkWrite
+    expect(fake.calls.map(call => call.models.length)).toEqual([2, 2, 1])
+  })
+
+  it('a Decimal128 shares the key of every number it equals, and of no integer it does not', () => {
+    const d = (s: string): string => targetOfId(Decimal128.fromString(s))
+    expect(d('1.0')).toBe(targetOfId(1))
+    expect(d('10E-1')).toBe(targetOfId(1))
+    expect(d('-0')).toBe(targetOfId(0))
+    expect(d('-0E-10')).toBe(targetOfId(0))
+    expect(d('0.5')).toBe(targetOfId(0.5))
+    expect(d('9007199254740993')).toBe(targetOfId(Long.fromString('9007199254740993'))) // past 2^53: exact, as a Long
+    expect(d('1152921504606846976')).toBe(targetOfId(2 ** 60))
+    expect(d('1E+3')).toBe(targetOfId(1000))
+    expect(d('NaN')).toBe(targetOfId(NaN))
+    expect(d('9007199254740993')).not.toBe(targetOfId(9007199254740992))
+    expect(d('2')).not.toBe(targetOfId(1))
   })
 })
 
