@@ -197,6 +197,9 @@ function checkKnown (name: string, value: object, known: readonly string[]): voi
   }
 }
 
+/** close()'s bound by default; the plugin bounds closing the client it made by it too */
+export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000
+
 const KNOWN = ['maxBatchSize', 'maxBatchBytes', 'lingerMs', 'flushIntervalMs', 'maxPending', 'maxPendingBytes', 'onFull',
   'maxInFlight', 'coalesce', 'writeConcern', 'writeTimeoutMs', 'maxTimeMS', 'closeTimeoutMs', 'retry', 'cache', 'logger', 'tracerProvider', 'onWriteError'] as const
 
@@ -281,7 +284,7 @@ export function resolveOptions (input: unknown): ResolvedOptions {
     writeConcern: checkWriteConcern(object('writeConcern', o.writeConcern)),
     writeTimeoutMs: int('writeTimeoutMs', o.writeTimeoutMs, 0, 0, 86_400_000),
     maxTimeMS: int('maxTimeMS', o.maxTimeMS, 5_000, 1, 3_600_000),
-    closeTimeoutMs: int('closeTimeoutMs', o.closeTimeoutMs, 10_000, 0, 3_600_000),
+    closeTimeoutMs: int('closeTimeoutMs', o.closeTimeoutMs, DEFAULT_CLOSE_TIMEOUT_MS, 0, 3_600_000),
     maxAttempts: int('retry.maxAttempts', retry.maxAttempts, 4, 1, 100),
     baseDelayMs: int('retry.baseDelayMs', retry.baseDelayMs, 50, 0, 60_000),
     maxDelayMs: int('retry.maxDelayMs', retry.maxDelayMs, 2_000, 0, 600_000),

@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import { MongoClient, type Db, type MongoClientOptions } from 'mongodb'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import { ConnectError, InvalidOptionError, describe } from './errors.js'
-import { WRITE_BUFFER_OPTION_NAMES, type WriteBufferOptions } from './options.js'
+import { DEFAULT_CLOSE_TIMEOUT_MS, WRITE_BUFFER_OPTION_NAMES, type Logger, type WriteBufferOptions } from './options.js'
 import { releaseWriteSignal, writeSignal } from './request-signal.js'
 import { checkConnection } from './mongo/connect.js'
 import { WriteBuffer } from './write-buffer.js'
@@ -115,7 +115,7 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
     app.addHook('onClose', async () => {
       lifecycle.closed = true
       await built.close()
-      if (client !== undefined) await client.close()
+      if (client !== undefined) await closeClient(client, rest.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS, app.log)
     })
     if (connectTimeoutMs > 0) await checkConnection(target, connectTimeoutMs)
     if (lifecycle.closed) throw new ConnectError('fastify-write-buffer: the app closed before MongoDB answered', undefined)
@@ -123,6 +123,31 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
     await buffer?.close()
     await client?.close()
     throw err
+  }
+}
+
+/**
+ * Closes the client the plugin made, waiting at most `timeoutMs` (0: without limit). The
+ * driver's close() ends the server's sessions with a command first, and waits for its answer
+ * without limit: with the server stalled, app.close() would never return. Past the bound the
+ * close goes on in the background (the writes it held already failed: closing destroys the
+ * connections in use first), and the app is told.
+ */
+async function closeClient (client: MongoClient, timeoutMs: number, log: Logger): Promise<void> {
+  const closing = client.close()
+  if (timeoutMs === 0) {
+    await closing
+    return
+  }
+  let timer: NodeJS.Timeout | undefined
+  const late = await Promise.race([
+    closing.then(() => false),
+    new Promise<boolean>(resolve => { timer = setTimeout(resolve, timeoutMs, true) }),
+  ])
+  clearTimeout(timer)
+  if (late) {
+    closing.catch(() => {})
+    log.warn({ timeoutMs }, 'fastify-write-buffer: the MongoClient did not close within closeTimeoutMs (a stalled server?); it goes on closing in the background')
   }
 }
 

@@ -7,6 +7,7 @@ import fastifyMongo from '@fastify/mongodb'
 import type { Db, MongoClient } from 'mongodb'
 import writeBuffer from '../src/index.js'
 import { mongoUri, openDb } from './helpers.js'
+import { FaultProxy, hostPortOf } from './support/fault-proxy.js'
 
 /**
  * app.close() during load: requests already inside their handlers finish normally and their
@@ -95,5 +96,27 @@ describe('graceful close', () => {
     expect(Date.now() - t0).toBeLessThan(5_000)
     const settled = await Promise.allSettled(writes)
     expect(settled.every(s => s.status === 'fulfilled' || (s.reason as { code?: string }).code === 'WRITE_BUFFER_CLOSED')).toBe(true)
+  })
+
+  it('with the server stalled and a batch on the wire, the client the plugin made closes within closeTimeoutMs too: app.close() returns', async () => {
+    const target = hostPortOf(mongoUri())
+    if (target === undefined) return // a replica-set URI: the proxy fronts one host
+    const proxy = await FaultProxy.start(target.host, target.port)
+    try {
+      const app = Fastify()
+      await app.register(writeBuffer, { url: proxy.uri(mongoUri()), database: db.databaseName, closeTimeoutMs: 300 })
+      const c = app.writeBuffer.collection('close_client_stalled')
+      await c.insertOne({ warm: true })
+      proxy.stall()
+      const late = c.insertOne({ late: true }).then(() => 'applied', (err: { outcome?: string }) => err.outcome)
+      await sleep(50) // on the wire, held by the proxy
+      const t0 = Date.now()
+      await app.close()
+      expect(Date.now() - t0).toBeLessThan(2_000) // the buffer's 300 ms, then the client's 300 ms
+      expect(await late).toBe('unknown') // its connection was closed under it: it may have been applied
+    } finally {
+      proxy.resume()
+      await proxy.close()
+    }
   })
 })
