@@ -3,7 +3,7 @@ import { MongoClient, type Db, type MongoClientOptions } from 'mongodb'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import { ConnectError, InvalidOptionError, describe } from './errors.js'
 import { DEFAULT_CLOSE_TIMEOUT_MS, WRITE_BUFFER_OPTION_NAMES, type Logger, type WriteBufferOptions } from './options.js'
-import { releaseWriteSignal, writeSignal } from './request-signal.js'
+import { rememberResponse, writeSignal } from './request-signal.js'
 import { checkConnection } from './mongo/connect.js'
 import { WriteBuffer } from './write-buffer.js'
 
@@ -111,7 +111,7 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
     app.decorate('writeBuffer', built)
     app.decorateRequest('writeSignal', { getter: writeSignal })
     const lifecycle = { closed: false }
-    app.addHook('onResponse', releaseWriteSignal)
+    app.addHook('onRequest', rememberResponse)
     app.addHook('onClose', async () => {
       lifecycle.closed = true
       await built.close()

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process'
+import http from 'node:http'
 import http2 from 'node:http2'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
@@ -156,6 +157,31 @@ describe('request-tied writes', () => {
     const { port } = app.server.address() as { port: number }
     for (let i = 0; i < 20; i++) expect((await fetch(`http://127.0.0.1:${port}/ok`, { method: 'POST' })).status).toBe(200)
     expect(await db.collection('kept').countDocuments()).toBe(20)
+    await app.close()
+  })
+
+  it('a request answered normally does not abort, even when its connection closes while an earlier async onResponse hook runs', async () => {
+    const app = Fastify()
+    app.addHook('onResponse', async () => { await new Promise(resolve => setTimeout(resolve, 50)) }) // a metrics or audit hook
+    await app.register(writeBuffer, { db, lingerMs: 200 })
+    const signals: AbortSignal[] = []
+    app.post('/track', async (request) => {
+      signals.push(request.writeSignal)
+      app.writeBuffer.collection('tracked').insertOne({ at: new Date() }, { detached: true, signal: request.writeSignal })
+      return { ok: true }
+    })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const { port } = app.server.address() as { port: number }
+    const status = await new Promise(resolve => {
+      const r = http.request({ port, path: '/track', method: 'POST', headers: { connection: 'close' } }, res => { res.resume(); res.on('end', () => { resolve(res.statusCode) }) })
+      r.end()
+    })
+    expect(status).toBe(200)
+    await new Promise(resolve => setTimeout(resolve, 100)) // the socket has closed, the hooks have run
+    expect(signals.map(s => s.aborted)).toEqual([false])
+    await app.writeBuffer.flush()
+    expect(await db.collection('tracked').countDocuments()).toBe(1)
+    expect(app.writeBuffer.stats().failedOps).toBe(0)
     await app.close()
   })
 
