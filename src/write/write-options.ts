@@ -78,10 +78,26 @@ function abortSignalLike (v: unknown): boolean {
   return typeof s.addEventListener === 'function' && typeof s.removeEventListener === 'function' && typeof s.aborted === 'boolean'
 }
 
+/**
+ * What a write's options may hold. Options of another kind of write (upsert on a delete) are
+ * left out, as the driver does; a key none takes is refused, where the driver would ignore it:
+ * a typo (`upsrt`), or a driver option a batch cannot honour per write (`session`,
+ * `writeConcern`: one batch is one command of many callers).
+ */
+const WRITE_OPTION_KEYS = new Set(['signal', 'timeoutMs', 'detached', 'lingerMs', 'upsert', 'uniqueFilter', 'arrayFilters', 'collation', 'hint'])
+/** the longest timeoutMs, as writeTimeoutMs's: a day (a timer past 2^31 − 1 ms would fire at once) */
+const MAX_TIMEOUT_MS = 86_400_000
+
 export function checkOptions (input: WriteOptions | undefined, set: OptionSet): void {
   const options: unknown = input
   if (options === undefined) return
   if (typeof options !== 'object' || options === null) throw new InvalidWriteError(`options must be an object, got ${describe(options)}`)
+  for (const key in options) {
+    if (!WRITE_OPTION_KEYS.has(key)) {
+      throw new InvalidWriteError(`unknown write option ${JSON.stringify(key)}: a write takes ${[...WRITE_OPTION_KEYS].join(', ')}` +
+        ' (writeConcern is the buffer\'s; sessions and transactions need the driver)')
+    }
+  }
   const { signal, timeoutMs, detached, lingerMs } = options as { signal?: unknown, timeoutMs?: unknown, detached?: unknown, lingerMs?: unknown }
   if (detached !== undefined && typeof detached !== 'boolean') throw new InvalidWriteError(`detached must be a boolean, got ${describe(detached)}`)
   if (lingerMs !== undefined && (typeof lingerMs !== 'number' || !(lingerMs >= 0) || lingerMs > 60_000)) {
@@ -90,8 +106,8 @@ export function checkOptions (input: WriteOptions | undefined, set: OptionSet): 
   if (signal !== undefined && !(signal instanceof AbortSignal) && !abortSignalLike(signal)) {
     throw new InvalidWriteError(`signal must be an AbortSignal, got ${describe(signal)}`)
   }
-  if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || !Number.isFinite(timeoutMs))) {
-    throw new InvalidWriteError(`timeoutMs must be a positive number, got ${describe(timeoutMs)}`)
+  if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !(timeoutMs > 0) || timeoutMs > MAX_TIMEOUT_MS)) {
+    throw new InvalidWriteError(`timeoutMs must be a positive number up to ${MAX_TIMEOUT_MS} (a day), got ${describe(timeoutMs)}`)
   }
   const upsert = (options as UpdateOptions).upsert
   if (upsert !== undefined && typeof upsert !== 'boolean') throw new InvalidWriteError(`upsert must be a boolean, got ${describe(upsert)}`)

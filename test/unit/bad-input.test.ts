@@ -189,12 +189,12 @@ describe('4. per-write options are type-checked', () => {
     expect(fake.calls.flatMap(x => x.ids).sort()).toEqual([7, 8])
   })
 
-  it('valid options are sent; unknown keys and options a write kind does not take are left out', async () => {
+  it('valid options are sent; options a write kind does not take are left out', async () => {
     const { fake, c } = harness()
     const arrayFilters = [{ 'e.k': 1 }]
     const collation = { locale: 'fr', strength: 1 }
     await Promise.all([
-      c.updateOne({ _id: 1 }, { $set: { 'a.$[e].v': 1 } }, { arrayFilters, collation, hint: '_id_', upsert: true, bogus: 1 } as never),
+      c.updateOne({ _id: 1 }, { $set: { 'a.$[e].v': 1 } }, { arrayFilters, collation, hint: '_id_', upsert: true }),
       c.replaceOne({ _id: 2 }, { a: 1 }, { hint: { _id: 1 }, collation, upsert: false }),
       c.deleteOne({ _id: 3 }, { hint: '_id_', collation, upsert: true } as never),
       c.updateMany({ a: 1 }, { $set: { b: 1 } }, { hint: { a: 1 } }),
@@ -204,6 +204,23 @@ describe('4. per-write options are type-checked', () => {
     expect(bodies).toContainEqual({ replaceOne: { filter: { _id: 2 }, replacement: { a: 1 }, hint: { _id: 1 }, collation, upsert: false } })
     expect(bodies).toContainEqual({ deleteOne: { filter: { _id: 3 }, hint: '_id_', collation } })
     expect(bodies).toContainEqual({ updateMany: { filter: { a: 1 }, update: { $set: { b: 1 } }, hint: { a: 1 } } })
+  })
+
+  it('a key no write takes is refused, naming it (a typo, or a driver option a batch cannot honour per write); so is a timeoutMs past a day', async () => {
+    const { fake, c } = harness()
+    const good = c.insertOne({ _id: 'good' })
+    const refused = await Promise.all([
+      settle(c.updateOne({ _id: 1 }, { $set: { a: 1 } }, { upsrt: true } as never)),
+      settle(c.insertOne({ _id: 2 }, { writeConcern: { w: 0 } } as never)),
+      settle(c.deleteOne({ _id: 3 }, { session: {} } as never)),
+      settle(c.insertOne({ _id: 4 }, { timeoutMs: 3e9 })),
+    ])
+    expectInvalid(refused[0] as { status: string, reason?: unknown }, /unknown write option "upsrt"/)
+    expectInvalid(refused[1] as { status: string, reason?: unknown }, /unknown write option "writeConcern".*writeConcern is the buffer's/)
+    expectInvalid(refused[2] as { status: string, reason?: unknown }, /unknown write option "session".*sessions and transactions need the driver/)
+    expectInvalid(refused[3] as { status: string, reason?: unknown }, /timeoutMs must be a positive number up to 86400000/)
+    await good
+    expect(fake.calls.flatMap(x => x.ids)).toEqual(['good'])
   })
 })
 
