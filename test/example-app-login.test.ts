@@ -82,12 +82,24 @@ beforeEach(() => { scryptNs.length = 0 })
 describe('rate limits (@fastify/rate-limit)', () => {
   const perUser = RATE_LIMITS.loginPerUsername as { max: number, timeWindow: number }
 
-  it('the example\'s limits: 20 logins per username per 15 minutes, 30 per address per minute, 10 registrations per address per hour', () => {
+  it('the example\'s limits: 20 logins per username per 15 minutes, 30 per address per minute, 10 registrations per address per hour, 6,000 events per address per minute', () => {
     expect(RATE_LIMITS).toEqual({
       loginPerAddress: { max: 30, timeWindow: 60_000 },
       loginPerUsername: { max: 20, timeWindow: 900_000 },
       registerPerAddress: { max: 10, timeWindow: 3_600_000 },
+      eventsPerAddress: { max: 6000, timeWindow: 60_000 },
     })
+  })
+
+  it('/events, which needs no account: past the per-address limit a 429 (other addresses go on); a body past 16 KiB a 413, nothing stored', async () => {
+    const a = await app({ rateLimits: { eventsPerAddress: { max: 3, timeWindow: 60_000 } } })
+    const track = (ip: string, payload: object = { type: 'click' }) => a.inject({ method: 'POST', url: '/events', payload, remoteAddress: ip })
+    for (let i = 0; i < 3; i++) expect((await track('10.6.0.1')).statusCode).toBe(202)
+    expectLimited(await track('10.6.0.1'), 60_000)
+    expect((await track('10.6.0.2')).statusCode).toBe(202)
+    const big = await track('10.6.0.3', { type: 'big', payload: { s: 'x'.repeat(17 * 1024) } })
+    expect(big.statusCode).toBe(413)
+    expect(await a.writeBuffer.collection('events').collection.countDocuments({ type: 'big' })).toBe(0)
   })
 
   it('the 21st failed login for one username within the window is a 429, from 21 different addresses, before any scrypt; other names go on', async () => {
@@ -137,7 +149,7 @@ describe('rate limits (@fastify/rate-limit)', () => {
     expectLimited(await login(b, 'shared-victim', 'correct horse', '10.4.0.22'), perUser.timeWindow)
   })
 
-  it('a Redis that cannot be reached fails /login and /register closed (a 500 with no detail), not open; close() still returns', async () => {
+  it('a Redis that cannot be reached fails /login and /register closed (a 500 with no detail), not open; /events goes on uncounted; close() still returns', async () => {
     const a = await app({ redisUrl: `redis://127.0.0.1:${await freePort()}`, redisPrefix: `fwb-example-test-${RUN}-down` })
     scryptNs.length = 0
     for (const res of [await login(a, 'anyone', 'correct horse'), await register(a, 'anyone', 'correct horse')]) {

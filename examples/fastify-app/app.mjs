@@ -68,7 +68,7 @@ export async function buildApp ({
 
   app.register(registerRoute, { limits, scrypt: scryptParams })
   app.register(loginRoute, { limits, scrypt: scryptParams })
-  app.register(eventsRoute)
+  app.register(eventsRoute, { limits })
   if (exposeStats) app.register(statsRoute)
   app.register(metricsRoute)
   return app

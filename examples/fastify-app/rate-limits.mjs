@@ -1,4 +1,4 @@
-// Rate limits on /login and /register, with @fastify/rate-limit (README: "Rate limits").
+// Rate limits on /login, /register and /events, with @fastify/rate-limit (README: "Rate limits").
 // Per client address on both routes, the plugin's own route hook (before the body is even
 // parsed); per username on /login, after the body is checked and the name made canonical.
 // The counters live in Redis when one is configured (the cache bus's), so every instance
@@ -19,11 +19,15 @@ const MINUTE = 60_000
  *   successes count too). OWASP's authentication guidance asks for such a per-account limit;
  *   it also lets anyone lock an account out for 15 minutes, the usual price of one.
  * - registerPerAddress: account creation is rarer than login; 10 an hour per address.
+ * - eventsPerAddress: tracking needs no account, so anyone may post: 6,000 a minute per address
+ *   (100 a second, for a busy page or a NAT of many) bounds what one address can store at
+ *   ~100 × EVENT_BODY_LIMIT a second, where no limit let it fill the database.
  */
 export const RATE_LIMITS = Object.freeze({
   loginPerAddress: Object.freeze({ max: 30, timeWindow: MINUTE }),
   loginPerUsername: Object.freeze({ max: 20, timeWindow: 15 * MINUTE }),
   registerPerAddress: Object.freeze({ max: 10, timeWindow: 60 * MINUTE }),
+  eventsPerAddress: Object.freeze({ max: 6000, timeWindow: MINUTE }),
 })
 
 /**

@@ -1,4 +1,8 @@
+import { perAddress } from '../rate-limits.mjs'
 import { idReply } from '../schemas.mjs'
+
+/** The largest event body: a tracking event is small; Fastify's default (1 MiB) let one request store a megabyte. */
+export const EVENT_BODY_LIMIT = 16 * 1024
 
 const eventBody = {
   type: 'object',
@@ -24,11 +28,18 @@ const eventBody = {
   },
 }
 
-/** POST /events {type, payload?} → 202 {id}, once the buffered insert is acknowledged. */
-export default async function eventsRoute (app) {
+/**
+ * POST /events {type, payload?} → 202 {id}, once the buffered insert is acknowledged; 413 past
+ * EVENT_BODY_LIMIT bytes, 429 past `limits.eventsPerAddress`.
+ */
+export default async function eventsRoute (app, { limits }) {
   const events = app.writeBuffer.collection('events')
 
   app.post('/events', {
+    bodyLimit: EVENT_BODY_LIMIT,
+    // per client address, before the body is parsed; with the counters' Redis down, tracking
+    // goes on uncounted (login and register fail closed instead: rate-limits.mjs)
+    config: { rateLimit: { ...perAddress(limits.eventsPerAddress), skipOnError: true } },
     schema: { body: eventBody, response: { 202: idReply } },
   }, async (request, reply) => {
     const { type, payload = null } = request.body
