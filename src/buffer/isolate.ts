@@ -71,6 +71,8 @@ export interface IsolationContext {
   classify: (refusal: unknown) => Promise<Failure>
   /** which of these generated _ids are written (outcomes.ts confirmInserted): a duplicate key of our own earlier attempt */
   confirm: (ids: unknown[]) => Promise<Set<string> | null>
+  /** close() gave up waiting: nothing more is sent (a part not sent yet goes back, and is told so) */
+  stopped: () => boolean
   ordered: boolean
   collection: string
 }
@@ -148,6 +150,10 @@ const DONE: Left = { kind: 'done' }
 const LEFT_AGAIN: Left = { kind: 'again' }
 
 async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation): Promise<Left> {
+  if (ctx.stopped()) {
+    out.again(ops, 0)
+    return LEFT_AGAIN
+  }
   const models = new Array<AnyBulkWriteOperation>(ops.length)
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i] as WriteOp

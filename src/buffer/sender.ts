@@ -187,6 +187,7 @@ export class Sender {
       send: models => this.#wire.bulkWrite(queue, models),
       classify: r => this.#classifyRefusal(r),
       confirm: ids => confirmInserted(queue.collection, ids),
+      stopped: () => this.#final,
       ordered: queue.ordered,
       collection: queue.name,
     }, out)

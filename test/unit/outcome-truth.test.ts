@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { BSON, type Document, type ObjectId } from 'mongodb'
 import { ErrorCodes, InvalidWriteError } from '../../src/index.js'
-import { apply, bulkWriteError, commandError, networkError, settle, type BulkCall, type Responder } from './fake-db.js'
+import { apply, bulkWriteError, commandError, hold, networkError, settle, type BulkCall, type Responder } from './fake-db.js'
 import { fastForward, harness, loose, useFakeClock } from './harness.js'
 
 const NUL = String.fromCharCode(0)
@@ -101,6 +101,20 @@ describe('a whole-command refusal is isolated to the write to blame', () => {
     const results = outcomes(await Promise.all(writes))
     expect(results).toEqual(['11000/rejected', 'ok', 'ok', '115/rejected'])
     expect(fake.docs('o').find(d => d._id === 'X')).toEqual({ _id: 'X', v: 2 }) // applied in submission order
+  })
+
+  it('close() that gave up waiting stops an isolation too: no half is sent after it, and its writes are told closed', async () => {
+    const { fake, wb, c } = harness({ ...FAST, closeTimeoutMs: 50 })
+    fake.next(refuseCollation(2), hold, hold) // the batch refused; both halves held on the wire
+    const writes = [0, 1, 2, 3].map(i => settle(c.updateOne({ _id: i }, { $set: { v: i } }, i === 3 ? { collation: { locale: 'fr' } } : {})))
+    await fake.waitForCalls(3)
+    await wb.close() // gives up after 50 ms: the halves are still on the wire
+    const sentBefore = fake.calls.length
+    for (const call of fake.held) call.answer(refuseCollation(2)) // the half with the bad write is refused again
+    const results = outcomes(await Promise.all(writes))
+    expect(fake.calls.length).toBe(sentBefore) // nothing sent once close() resolved
+    expect(results.slice(0, 2)).toEqual(['ok', 'ok'])
+    expect(results.slice(2)).toEqual([`${ErrorCodes.CLOSED}/not-sent`, `${ErrorCodes.CLOSED}/not-sent`])
   })
 
   it('a refusal of the command itself (Unauthorized) is not split: one call, every write fails once', async () => {
