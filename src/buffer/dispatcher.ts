@@ -2,6 +2,7 @@ import { AsyncResource } from 'node:async_hooks'
 import type { WriteOp } from '../write/write-op.js'
 import type { Batch, BatchLimits, TakeMoment } from './batch.js'
 import type { CollectionQueue, QueueListener } from './collection-queue.js'
+import { OneCommand } from './one-command.js'
 import { PumpSchedule } from './pump-schedule.js'
 import { Ring } from './ring.js'
 import { WakeTimer } from './wake-timer.js'
@@ -92,8 +93,8 @@ export class Dispatcher implements QueueListener {
   #kicked = false
   /** Date.now() when the policy's linger (lingerMs) ends; 0 = none */
   #lingerMsAt = 0
-  /** what a take may hold: `options`, with maxCount bounded by the server's maxWriteBatchSize */
-  #limits: BatchLimits
+  /** what a take may hold: one batch, one command */
+  readonly #bounds: OneCommand
   /** bulkWrites sent (stats) */
   sent = 0
   /** the moment of the current pump, handed to each take (one object, refilled per pump) */
@@ -111,7 +112,7 @@ export class Dispatcher implements QueueListener {
   }))
 
   constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
-    this.#limits = options
+    this.#bounds = new OneCommand(options, hooks.serverMaxCount)
     this.#policy = options.lingerMs === 0 ? this.#groupCommit() : this.#lingerFor(options.lingerMs)
   }
 
@@ -201,21 +202,9 @@ export class Dispatcher implements QueueListener {
     return this.#kicked || this.hooks.flushWaiting()
   }
 
-  /**
-   * maxBatchSize is a ceiling; the server's maxWriteBatchSize (hello) is the bound: one batch
-   * stays one command. The driver starts a new command when one more write would make its
-   * count reach maxWriteBatchSize (bulk/unordered.js: `size + 1 >= maxWriteBatchSize`), so a
-   * command holds one fewer (as maxBatchSize's own ceiling, 99,999, is MongoDB's 100,000 less one).
-   */
-  #currentLimits (): BatchLimits {
-    const server = this.hooks.serverMaxCount?.()
-    const maxCount = server === undefined ? this.options.maxCount : Math.min(this.options.maxCount, Math.max(1, server - 1))
-    if (maxCount !== this.#limits.maxCount) this.#limits = { ...this.options, maxCount }
-    return this.#limits
-  }
-
   #full (queue: CollectionQueue): boolean {
-    return queue.size >= this.#limits.maxCount || queue.bytes >= this.options.maxBytes
+    const limits = this.#bounds.limits
+    return queue.size >= limits.maxCount || queue.bytes >= limits.maxBytes
   }
 
   /** `limits`, or half of ≥ twice the pipelining size when two slots are free (a copy, per batch). */
@@ -243,7 +232,7 @@ export class Dispatcher implements QueueListener {
 
   #pump (): void {
     const { maxInFlight } = this.options
-    const limits = this.#currentLimits()
+    const limits = this.#bounds.current()
     const expired = this.#expired
     const flushing = this.#flushing()
     const at = this.#at

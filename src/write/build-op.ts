@@ -236,7 +236,7 @@ export function buildUpdate (many: boolean, filter: unknown, update: unknown, op
   const extra = options === undefined ? 0 : copyExtras(body, options, 'update')
   const kind: Kind = many ? UPDATE_MANY : UPDATE_ONE
   checkStatement('update statement (filter, update, options)', kind, body, bytes + extra)
-  return unique(new WriteOp(kind, many ? { updateMany: body as never } : { updateOne: body as never }, targetOf(f), bytes, undefined, false), options)
+  return unique(new WriteOp(kind, many ? { updateMany: body as never } : { updateOne: body as never }, targetOf(f), bytes + extra, undefined, false), options)
 }
 
 export function buildReplace (filter: unknown, replacement: unknown, options: ReplaceOptions | undefined): WriteOp {
@@ -249,7 +249,7 @@ export function buildReplace (filter: unknown, replacement: unknown, options: Re
   const body: WriteBody = { filter: f, replacement }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'replace')
   checkStatement('replace statement (filter, replacement, options)', REPLACE_ONE, body, bytes + extra)
-  return unique(new WriteOp(REPLACE_ONE, { replaceOne: body as never }, targetOf(f), bytes, undefined, false), options)
+  return unique(new WriteOp(REPLACE_ONE, { replaceOne: body as never }, targetOf(f), bytes + extra, undefined, false), options)
 }
 
 export function buildDelete (many: boolean, filter: unknown, options: DeleteOptions | undefined): WriteOp {
@@ -260,7 +260,7 @@ export function buildDelete (many: boolean, filter: unknown, options: DeleteOpti
   const extra = options === undefined ? 0 : copyExtras(body, options, 'delete')
   const kind: Kind = many ? DELETE_MANY : DELETE_ONE
   checkStatement('delete statement (filter, options)', kind, body, bytes + extra)
-  return unique(new WriteOp(kind, many ? { deleteMany: body as never } : { deleteOne: body as never }, targetOf(f), bytes, undefined, false), options)
+  return unique(new WriteOp(kind, many ? { deleteMany: body as never } : { deleteOne: body as never }, targetOf(f), bytes + extra, undefined, false), options)
 }
 
 function unique (op: WriteOp, options: { uniqueFilter?: boolean } | undefined): WriteOp {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { Decimal128, Long } from 'mongodb'
+import { BSON, Decimal128, Long, ObjectId } from 'mongodb'
 import { targetOfId } from '../../src/write/target.js'
 import { harness } from './harness.js'
-import { settle } from './fake-db.js'
+import { resolveWith, settle } from './fake-db.js'
 
 /** The `v` each bulkWrite set on document 1, in the order the fake applied them. */
 function appliedOrder (calls: Array<{ bodies: Array<Record<string, unknown>> }>): number[] {
@@ -51,6 +51,22 @@ describe('the server bounds a batch', () => {
     // the driver splits a bulkWrite once one more write would make maxWriteBatchSize (bulk/unordered.js)
     expect(Math.max(...fake.calls.map(call => call.models.length))).toBe(24)
     expect(fake.docs('c')).toHaveLength(120)
+  })
+})
+
+describe('one batch is one command at the largest limits too', () => {
+  it('maxBatchSize 99,999 and maxBatchBytes 15 MiB: every batch fits the 16 MiB at which the driver splits, wrappers and index keys counted', async () => {
+    const { fake, c } = harness({ maxBatchSize: 99_999, maxBatchBytes: 15 * 1024 * 1024 })
+    fake.fallback = resolveWith({ upsertedIds: {} }) // acknowledged, not applied: the store's scans are not what is measured
+    const s = 'x'.repeat(100)
+    await Promise.all(Array.from({ length: 100_000 }, () => c.updateOne({ _id: new ObjectId() }, { $set: { s } }, { upsert: true })))
+    // the driver's own count (bulk/unordered.js): each statement as it builds it, plus its index key
+    const keyBytes = String(100_000 - 1).length + 2
+    for (const call of fake.calls) {
+      const bytes = call.bodies.reduce((n, b) => n + BSON.calculateObjectSize({ q: b.filter, u: b.update, upsert: b.upsert, multi: false }) + keyBytes, 0)
+      expect(bytes).toBeLessThan(16 * 1024 * 1024)
+    }
+    expect(fake.calls.reduce((n, call) => n + call.models.length, 0)).toBe(100_000)
   })
 })
 
