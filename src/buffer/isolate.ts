@@ -99,6 +99,16 @@ export function splittable (ops: readonly WriteOp[], refusal: unknown, failure: 
  */
 export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failure, ctx: IsolationContext, out: Isolation): Promise<Left> {
   const proven = failure.outcome === 'rejected'
+  if (!proven && ctx.ordered && ops.some(op => !isRetrySafe(op))) {
+    // an ordered batch may hold several writes of one document, applied in order: resending
+    // only some could undo a later one that already ran (a $set resent after the $inc that
+    // followed it). All go again, or none (Sender#wholeFailed's rule)
+    for (const op of ops) {
+      op.maybeApplied = true
+      out.rejected(op, pinned(op, refusal, 'unknown'))
+    }
+    return DONE
+  }
   const resend: WriteOp[] = []
   for (const op of ops) {
     if (proven) {

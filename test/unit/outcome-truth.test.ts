@@ -103,6 +103,25 @@ describe('a whole-command refusal is isolated to the write to blame', () => {
     expect(fake.docs('o').find(d => d._id === 'X')).toEqual({ _id: 'X', v: 2 }) // applied in submission order
   })
 
+  it('an ordered collection, a refusal that proves nothing: with a write that is not retry-safe among them, none is resent (a $set resent after the $inc that followed it would undo it)', async () => {
+    const { fake, wb } = harness(FAST)
+    fake.server = 'ferretdb'
+    const c = loose(wb.collection('o', { ordered: true }))
+    fake.applyModels('o', [{ insertOne: { document: { _id: 'X' as unknown as ObjectId, v: 0 } } }], false)
+    fake.next(call => {
+      call.db.applyModels(call.collection, call.raw, true) // every statement applied, then refused (PITFALLS 14)
+      throw commandError(2, 'refused after applying')
+    })
+    const writes = [
+      c.updateOne({ _id: 'X' }, { $set: { v: 1 } }),
+      c.updateOne({ _id: 'X' }, { $inc: { v: 10 } }),
+      c.updateOne({ _id: 'D' }, { $set: { z: 1 } }, { upsert: true }),
+    ].map(async p => await settle(p))
+    expect(outcomes(await Promise.all(writes))).toEqual(['2/unknown', '2/unknown', '2/unknown'])
+    expect(fake.calls).toHaveLength(1)
+    expect(fake.docs('o').find(d => d._id === 'X')).toEqual({ _id: 'X', v: 11 }) // as the refused command left it
+  })
+
   it('close() that gave up waiting stops an isolation too: no half is sent after it, and its writes are told closed', async () => {
     const { fake, wb, c } = harness({ ...FAST, closeTimeoutMs: 50 })
     fake.next(refuseCollation(2), hold, hold) // the batch refused; both halves held on the wire
