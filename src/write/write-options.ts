@@ -93,7 +93,8 @@ export function checkOptions (input: WriteOptions | undefined, set: OptionSet): 
   if (options === undefined) return
   if (typeof options !== 'object' || options === null) throw new InvalidWriteError(`options must be an object, got ${describe(options)}`)
   for (const key in options) {
-    if (!WRITE_OPTION_KEYS.has(key)) {
+    // a key set to undefined says nothing (a helper passing `{ session }` with none)
+    if (!WRITE_OPTION_KEYS.has(key) && (options as Record<string, unknown>)[key] !== undefined) {
       throw new InvalidWriteError(`unknown write option ${JSON.stringify(key)}: a write takes ${[...WRITE_OPTION_KEYS].join(', ')}` +
         ' (writeConcern is the buffer\'s; sessions and transactions need the driver)')
     }

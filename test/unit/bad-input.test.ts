@@ -208,7 +208,7 @@ describe('4. per-write options are type-checked', () => {
 
   it('a key no write takes is refused, naming it (a typo, or a driver option a batch cannot honour per write); so is a timeoutMs past a day', async () => {
     const { fake, c } = harness()
-    const good = c.insertOne({ _id: 'good' })
+    const good = c.insertOne({ _id: 'good' }, { session: undefined } as never) // a key set to undefined says nothing
     const refused = await Promise.all([
       settle(c.updateOne({ _id: 1 }, { $set: { a: 1 } }, { upsrt: true } as never)),
       settle(c.insertOne({ _id: 2 }, { writeConcern: { w: 0 } } as never)),
