@@ -1,4 +1,4 @@
-import type { AnyBulkWriteOperation, WriteConcernSettings } from 'mongodb'
+import type { AnyBulkWriteOperation, BulkWriteResult, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
 import { classify, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
 import type { InsertCommand, SentAnswer } from '../mongo/insert-command.js'
@@ -29,10 +29,9 @@ export interface SenderOptions extends RetryPolicy {
 const NO_LINKS: readonly TraceLink[] = []
 
 /**
- * Sends one batch as one bulkWrite (or as the one insert command it would be: wire.ts) and
- * routes the answer: every write of the batch is settled (Settler), put back in its queue, or
- * handed to Retries — exactly once, whatever the driver answers — and then the batch is
- * returned to its queue (which tells the Dispatcher).
+ * Sends one batch as one bulkWrite (or as the one insert command it would be: wire.ts) and routes
+ * the answer: every write is settled (Settler), put back in its queue, or handed to Retries —
+ * exactly once, whatever the driver answers — then the batch goes back to its queue.
  */
 export class Sender {
   /** how a batch travels */
@@ -183,14 +182,10 @@ export class Sender {
     const queue = batch.queue
     const out = new IsolationOutcome()
     this.isolated++
-    await isolate(live, refusal, failure, {
-      send: models => this.#wire.bulkWrite(queue, models),
-      classify: r => this.#classifyRefusal(r),
-      confirm: ids => confirmInserted(queue.collection, ids),
-      stopped: () => this.#final,
-      ordered: queue.ordered,
-      collection: queue.name,
-    }, out)
+    const send = (models: AnyBulkWriteOperation[]): Promise<BulkWriteResult> => this.#wire.bulkWrite(queue, models)
+    const confirm = (ids: unknown[]): Promise<Set<string> | null> => confirmInserted(queue.collection, ids)
+    const classify = (r: unknown): Promise<Failure> => this.#classifyRefusal(r)
+    await isolate(live, refusal, failure, { send, classify, confirm, stopped: () => this.#final, ordered: queue.ordered, collection: queue.name }, out)
     this.#apply(queue, out)
     if (out.failedOps.length > 0) {
       this.#wholeFailed(batch, out.failedWith, span, undefined, out.failedOps)

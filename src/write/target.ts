@@ -77,7 +77,7 @@ function canonical (v: unknown, sortKeys: boolean): string {
   if (v instanceof RegExp) return JSON.stringify('r' + String(v))
   const b = v as BsonLike
   if (typeof b._bsontype === 'string') {
-    // Binary, Decimal128, BSONRegExp, Timestamp…: their canonical Extended JSON is exact
+    // Binary, BSONRegExp, Timestamp…: their canonical Extended JSON is exact (a Decimal128 is a number: scalarKey)
     return JSON.stringify('x' + BSON.EJSON.stringify({ v }, { relaxed: false }))
   }
   let keys = Object.keys(v)
