@@ -140,11 +140,15 @@ async function closeClient (client: MongoClient, timeoutMs: number, log: Logger)
     return
   }
   let timer: NodeJS.Timeout | undefined
-  const late = await Promise.race([
-    closing.then(() => false),
-    new Promise<boolean>(resolve => { timer = setTimeout(resolve, timeoutMs, true) }),
-  ])
-  clearTimeout(timer)
+  let late: boolean
+  try {
+    late = await Promise.race([
+      closing.then(() => false),
+      new Promise<boolean>(resolve => { timer = setTimeout(resolve, timeoutMs, true).unref() }),
+    ])
+  } finally {
+    clearTimeout(timer)
+  }
   if (late) {
     closing.catch(() => {})
     log.warn({ timeoutMs }, 'fastify-write-buffer: the MongoClient did not close within closeTimeoutMs (a stalled server?); it goes on closing in the background')
