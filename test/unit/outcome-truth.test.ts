@@ -13,6 +13,12 @@ const refuseCollation = (code: number): Responder => (call: BulkCall, db) => {
   return apply(call, db)
 }
 
+/** Applies the first `n` statements (all without `n`), then refuses the whole command (`ok: 0`), as FerretDB did (PITFALLS 14). */
+const appliedThenRefused = (n?: number): Responder => call => {
+  call.db.applyModels(call.collection, n === undefined ? call.raw : call.raw.slice(0, n), call.options.ordered === true)
+  throw commandError(2, 'refused after applying')
+}
+
 function outcomes (results: Array<Awaited<ReturnType<typeof settle>>>): string[] {
   return results.map(r => r.status === 'fulfilled' ? 'ok' : `${String((r.reason as Document).code)}/${String((r.reason as Document).outcome)}`)
 }
@@ -53,11 +59,7 @@ describe('a whole-command refusal is isolated to the write to blame', () => {
   it('not MongoDB: inserts a refused command had applied come back as duplicates of themselves when sent again: looked up, they are told applied, never rejected', async () => {
     const { fake, c } = harness(FAST)
     fake.server = 'ferretdb'
-    // the first three statements applied, then the whole command refused (PITFALLS 14)
-    fake.next(call => {
-      call.db.applyModels(call.collection, call.raw.slice(0, 3), false)
-      throw commandError(2, 'BadValue after statement 2')
-    })
+    fake.next(appliedThenRefused(3))
     const docs: Document[] = [{ a: 1 }, { a: 2 }, { a: 3 }, { a: 4 }]
     const results = await Promise.all(docs.map(d => settle(c.insertOne(d))))
     expect(outcomes(results)).toEqual(['ok', 'ok', 'ok', 'ok'])
@@ -69,10 +71,7 @@ describe('a whole-command refusal is isolated to the write to blame', () => {
   it('not MongoDB: a caller\'s own _id that a refused command may have written comes back a duplicate when sent again: unknown, not rejected', async () => {
     const { fake, c } = harness(FAST)
     fake.server = 'ferretdb'
-    fake.next(call => {
-      call.db.applyModels(call.collection, call.raw.slice(0, 1), false)
-      throw commandError(2, 'BadValue after statement 0')
-    })
+    fake.next(appliedThenRefused(1))
     const results = outcomes(await Promise.all([1, 2].map(i => settle(c.insertOne({ _id: i })))))
     // _id 1 was written by the refused attempt: its duplicate proves nothing about whose it is
     expect(results).toEqual(['11000/unknown', 'ok'])
@@ -108,10 +107,7 @@ describe('a whole-command refusal is isolated to the write to blame', () => {
     fake.server = 'ferretdb'
     const c = loose(wb.collection('o', { ordered: true }))
     fake.applyModels('o', [{ insertOne: { document: { _id: 'X' as unknown as ObjectId, v: 0 } } }], false)
-    fake.next(call => {
-      call.db.applyModels(call.collection, call.raw, true) // every statement applied, then refused (PITFALLS 14)
-      throw commandError(2, 'refused after applying')
-    })
+    fake.next(appliedThenRefused()) // every statement applied, then refused
     const writes = [
       c.updateOne({ _id: 'X' }, { $set: { v: 1 } }),
       c.updateOne({ _id: 'X' }, { $inc: { v: 10 } }),
