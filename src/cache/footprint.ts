@@ -162,6 +162,11 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
   return fp
 }
 
+/** Found by another field than `_id` (or unreadable): it may land after a later write by `_id` and match its document. */
+export function byFilter (fp: Footprint): boolean {
+  return fp.all || fp.anyDoc || fp.filters.length > 0
+}
+
 /** A write's footprint; if making it fails (not expected of a validated write), one that may touch anything. */
 export function safeFootprint (op: WriteOp): Footprint {
   try {

@@ -1,7 +1,7 @@
 import type { Filter } from './filter-facts.js'
 import { idTargetOf } from './filter-facts.js'
 import { INSERT, SETTLED, type WriteOp } from '../write/write-op.js'
-import { affects, answerKeys, docFieldKeys, documentKeys, footprintKeys, idKey, newIdKey, safeFootprint, type Answer, type Footprint } from './footprint.js'
+import { affects, answerKeys, byFilter, docFieldKeys, documentKeys, footprintKeys, idKey, newIdKey, safeFootprint, type Answer, type Footprint } from './footprint.js'
 import { KeyIndex } from './key-index.js'
 
 /** A write the cache has seen queued: unsettled, or settled and kept for the reads that ran meanwhile. */
@@ -124,9 +124,9 @@ export class NotedWrites {
   /** Notes a queued write (its footprint computed once, here, unless given). */
   add (name: string, op: WriteOp, fp: Footprint = safeFootprint(op), keys: readonly string[] = footprintKeys(fp)): void {
     const target = op.kind === INSERT ? fp.newIds[0] : op.body.collation === undefined ? fp.ids[0] : undefined
-    const byFilter = fp.all || fp.anyDoc || fp.filters.length > 0
-    if (byFilter) this.#byFilter.set(name, (this.#byFilter.get(name) ?? 0) + 1)
-    this.#noted.set(op, { name, seq: this.seq++, fp, keys, target, settled: -1, byFilter })
+    const found = byFilter(fp)
+    if (found) this.#byFilter.set(name, (this.#byFilter.get(name) ?? 0) + 1)
+    this.#noted.set(op, { name, seq: this.seq++, fp, keys, target, settled: -1, byFilter: found })
     this.#index.list(name, op, keys)
   }
 

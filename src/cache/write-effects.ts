@@ -5,7 +5,7 @@ import { applyUpdate } from './apply-update.js'
 import { hasUndefined } from './bson-values.js'
 import type { Entry, EntryStore } from './entry-store.js'
 import { idTargetOf, matches, updatedRoots } from './filter-facts.js'
-import { affects, entryKeys, footprintKeys, footprintOf, type Footprint } from './footprint.js'
+import { affects, byFilter, entryKeys, footprintKeys, footprintOf, type Footprint } from './footprint.js'
 import { wellFormed } from './value-keys.js'
 
 /**
@@ -75,7 +75,7 @@ export class WriteEffects {
       this.invalidateAll(name)
       return
     }
-    if (fp.anyDoc || fp.filters.length > 0) this.#dropPatched(name)
+    if (byFilter(fp)) this.#dropPatched(name)
     const candidates = this.store.candidates(name, entryKeys(fp, keys))
     if (candidates.length === 0) return
     // a write by _id patches the entries holding its document, if it can be applied exactly
