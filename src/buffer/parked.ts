@@ -25,10 +25,20 @@ export class Parked {
   /** The writes parked behind `target`'s holder, oldest first (select() reads them). */
   chainOf (target: string): readonly WriteOp[] | undefined { return this.#chains?.get(target) }
 
+  /**
+   * In submission order: a write put back in the queue (taken apart from a refused merge) is
+   * older than the writes parked behind its target meanwhile, and goes before them.
+   */
   park (target: string, op: WriteOp): void {
     const chain = this.#chains?.get(target)
-    if (chain === undefined) (this.#chains ??= new Map()).set(target, [op])
-    else chain.push(op)
+    if (chain === undefined) {
+      (this.#chains ??= new Map()).set(target, [op])
+      return
+    }
+    let i = chain.length
+    while (i > 0 && (chain[i - 1] as WriteOp).seq > op.seq) i--
+    if (i === chain.length) chain.push(op)
+    else chain.splice(i, 0, op)
   }
 
   /** `target` is free: its first live parked write is pushed to `out` (to go back to the queue's head). */

@@ -100,8 +100,12 @@ export interface OpQueue {
  * One write of one caller. A class (not object literals) so every op has the same hidden
  * class; the bulkWrite model is built once at submit time and reused on retries.
  */
+let submitted = 0
+
 export class WriteOp {
   #state: State = CREATED
+  /** submission order within the process: a write parked behind its target goes after every earlier one (parked.ts) */
+  readonly seq = submitted++
   /** times sent */
   attempts = 0
   /** true once an attempt may have reached the server without a clear answer */
