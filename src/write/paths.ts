@@ -14,11 +14,26 @@ export function overlaps (a: string, b: string): boolean {
 export function touchesFilter (filter: Document, update: Document): boolean {
   for (const f in filter) {
     if (f.charCodeAt(0) === 36) return true
+    const field = stem(f)
     for (const operator in update) {
-      for (const path in update[operator]) if (overlaps(path, f)) return true
+      for (const path in update[operator]) if (overlaps(stem(path), field)) return true
     }
   }
   return false
+}
+
+/**
+ * A path up to its first array position: `seats.$.free`, `arr.$[].v`, `arr.$[e].v` and
+ * `arr.0.v` all stop at `seats` / `arr`. Past that part the path names elements the filter
+ * picks (`$` is the element `seats.free` matched) or any element a filter on `arr.v` tests:
+ * it changes what the filter selects however its remaining names compare.
+ */
+function stem (path: string): string {
+  for (let i = path.indexOf('.'); i >= 0; i = path.indexOf('.', i + 1)) {
+    const c = path.charCodeAt(i + 1)
+    if (c === 36 /* $ */ || (c >= 48 && c <= 57)) return path.slice(0, i)
+  }
+  return path
 }
 
 /** A path of plain field names: none empty, none a `$` operator (positional `a.$`, `a.$[]`…). */
