@@ -103,4 +103,20 @@ describe('coalescing equals one by one', () => {
       ['updateOne', { 'arr.v': 3 }, { $set: { x: 1 } }],
     ])
   })
+
+  it('filters the server tells apart are never one target: Decimal128 0.1 and the double 0.1, two Maps', async () => {
+    const d = BSON.Decimal128.fromString('0.1')
+    await expectSame([{ _id: 1, k: 0.1 }, { _id: 2, k: d }], () => [
+      ['updateOne', { k: d }, { $set: { a: 1 } }],
+      ['updateOne', { k: 0.1 }, { $set: { b: 1 } }],
+    ], undefined, 'k')
+    await expectSame([{ _id: 0.1, v: 0 }, { _id: d, v: 0 }], () => [
+      ['updateOne', { _id: 0.1 }, { $inc: { v: 1 } }],
+      ['updateOne', { _id: d }, { $inc: { v: 10 } }],
+    ], undefined, 'v')
+    await expectSame([{ _id: 1, a: { x: 1 } }, { _id: 2, a: { x: 2 } }], () => [
+      ['updateOne', { a: new Map([['x', 1]]) }, { $set: { p: 1 } }],
+      ['updateOne', { a: new Map([['x', 2]]) }, { $set: { q: 1 } }],
+    ], undefined, 'a.x')
+  })
 })

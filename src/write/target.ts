@@ -24,18 +24,33 @@ function numberKey (n: number): string {
 
 /**
  * A Decimal128's key in the same space (the server compares it with numbers by value: 1.0 is
- * 1): an integral one as its exact integer, like a Long or an integral double; any other as the
- * key of the nearest double, which is its own when it equals one, and at worst a key shared with
- * a number it does not equal (more grouped, never less).
+ * 1): an integral one as its exact integer, like a Long or an integral double; a fraction that
+ * some double equals exactly (0.5) as that double's key; any other (0.1, which no double is) a
+ * key of its own, `m<digits>e<exponent>` with no trailing zeros (0.10 and 0.1 are one value),
+ * that no number shares: `{k: Decimal128('0.1')}` and `{k: 0.1}` select different documents.
  */
 function decimalKey (text: string): string {
   const m = /^(-?)(\d+)(?:\.(\d+))?(?:E([+-]\d+))?$/.exec(text)
   if (m === null) return numberKey(Number(text)) // NaN, Infinity
   let digits = (m[2] as string) + (m[3] ?? '')
   let exponent = Number(m[4] ?? 0) - (m[3]?.length ?? 0)
-  while (exponent < 0 && digits.length > 1 && digits.endsWith('0')) { digits = digits.slice(0, -1); exponent++ }
-  if (exponent < 0 || exponent > 400) return numberKey(Number(text))
-  return 'n' + (BigInt((m[1] as string) + digits) * 10n ** BigInt(exponent)).toString()
+  while (digits.length > 1 && digits.endsWith('0')) { digits = digits.slice(0, -1); exponent++ }
+  digits = digits.replace(/^0+(?=\d)/, '')
+  if (exponent >= 0 && exponent <= 400) return 'n' + (BigInt((m[1] as string) + digits) * 10n ** BigInt(exponent)).toString()
+  const own = 'm' + (m[1] as string) + digits + 'e' + String(exponent)
+  if (exponent > 0 || exponent < -1100) return own // past any double (or none at all): no number equals it
+  const double = Number(text)
+  return equalsDouble(BigInt(digits), -exponent, Math.abs(double)) ? numberKey(double) : own
+}
+
+/** Whether digits × 10^-scale is exactly the finite double `x` (positive; fractions only). */
+function equalsDouble (digits: bigint, scale: number, x: number): boolean {
+  if (!Number.isFinite(x) || x === 0) return false
+  // x = mantissa × 2^-shift exactly; then digits / 10^scale = mantissa / 2^shift ⇔ digits × 2^shift = mantissa × 10^scale
+  let mantissa = x
+  let shift = 0
+  while (!Number.isInteger(mantissa)) { mantissa *= 2; shift++ }
+  return digits * (1n << BigInt(shift)) === BigInt(mantissa) * 10n ** BigInt(scale)
 }
 
 function scalarKey (v: unknown): string | undefined {
@@ -80,10 +95,27 @@ function canonical (v: unknown, sortKeys: boolean): string {
     // Binary, BSONRegExp, Timestamp…: their canonical Extended JSON is exact (a Decimal128 is a number: scalarKey)
     return JSON.stringify('x' + BSON.EJSON.stringify({ v }, { relaxed: false }))
   }
+  if (v instanceof Map) return canonicalMap(v, sortKeys)
+  const toBSON = (v as { toBSON?: unknown }).toBSON
+  if (typeof toBSON === 'function') {
+    // what is sent (a write whose toBSON throws is refused at submit: bson-size.ts, unsendable.ts)
+    let sent: unknown = v
+    try { sent = (toBSON as () => unknown).call(v) } catch {}
+    if (sent !== v) return canonical(sent, sortKeys)
+  }
   let keys = Object.keys(v)
   if (sortKeys || (keys.length > 0 && (keys[0] as string).charCodeAt(0) === 36)) keys = keys.sort()
   let out = '{'
   for (const k of keys) out += JSON.stringify(wellFormedString(k)) + ':' + canonical((v as Record<string, unknown>)[k], false) + ','
+  return out + '}'
+}
+
+/** A Map is sent as a document of its entries, in their order (keys as strings). */
+function canonicalMap (map: Map<unknown, unknown>, sortKeys: boolean): string {
+  let entries = [...map].map(([k, item]) => [String(k), item] as const)
+  if (sortKeys || (entries.length > 0 && (entries[0] as readonly [string, unknown])[0].charCodeAt(0) === 36)) entries = entries.sort((a, b) => a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)
+  let out = '{'
+  for (const [k, item] of entries) out += JSON.stringify(wellFormedString(k)) + ':' + canonical(item, false) + ','
   return out + '}'
 }
 
