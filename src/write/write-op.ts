@@ -176,11 +176,15 @@ export class WriteOp {
     this.attempts++
   }
 
-  /** Back to its queue to be sent again; `counted`: the attempt reached the server (else it is not counted). */
+  /**
+   * Back to its queue to be sent again, with the writes coalesced into it (they travel in its
+   * update); `counted`: the attempt reached the server (else it is not counted).
+   */
   sendAgain (counted = true): void {
     if (this.#state !== IN_FLIGHT) illegal(this, 'queued again')
     this.#state = QUEUED
     if (!counted) this.attempts--
+    if (this.coalesced !== null) for (const c of this.coalesced) if (c.#state === IN_FLIGHT) c.sendAgain(counted)
   }
 
   /** Found past its deadline in its queue: out of its count, about to settle. */

@@ -22,6 +22,19 @@ describe('retries after a transient failure of the whole bulkWrite', () => {
     expect(wb.stats()).toMatchObject({ retries: 1, batches: 2, flushedOps: 3, failedOps: 0, pending: 0 })
   })
 
+  it('a batch holding a merged update is sent again whole: the writes merged into it go with it', async () => {
+    // coalescing is on by default: the retry threw "a write in flight cannot become in flight"
+    // and failed every write of the batch, and any later write merged into it
+    const { fake, wb, c } = harness({ retry: { baseDelayMs: 1 }, lingerMs: 5 })
+    fake.next(rejectWith(serverSelectionError))
+    const writes = [c.updateOne({ _id: 1 }, { $set: { a: 1 } }, { upsert: true }), c.updateOne({ _id: 1 }, { $set: { b: 2 } }, { upsert: true })]
+    await expect(Promise.all(writes)).resolves.toHaveLength(2)
+    expect(fake.calls).toHaveLength(2)
+    expect(fake.calls[0]?.models).toHaveLength(1) // merged
+    expect(fake.docs('c')).toEqual([{ _id: 1, a: 1, b: 2 }])
+    expect(wb.stats()).toMatchObject({ retries: 1, failedOps: 0, pending: 0 })
+  })
+
   it('retry: { maxAttempts: 1 } never retries', async () => {
     const { fake, wb, c } = harness({ retry: { maxAttempts: 1, baseDelayMs: 1 } })
     fake.next(rejectWith(serverSelectionError))
