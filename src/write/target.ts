@@ -36,6 +36,7 @@ function decimalKey (text: string): string {
   let exponent = Number(m[4] ?? 0) - (m[3]?.length ?? 0)
   while (digits.length > 1 && digits.endsWith('0')) { digits = digits.slice(0, -1); exponent++ }
   digits = digits.replace(/^0+(?=\d)/, '')
+  if (digits === '0') return 'n0' // -0, 0E-10: zero
   if (exponent >= 0 && exponent <= 400) return 'n' + (BigInt((m[1] as string) + digits) * 10n ** BigInt(exponent)).toString()
   const own = 'm' + (m[1] as string) + digits + 'e' + String(exponent)
   if (exponent > 0 || exponent < -1100) return own // past any double (or none at all): no number equals it
