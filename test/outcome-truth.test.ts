@@ -186,6 +186,33 @@ function isUpdateOn (collection: string): (chunk: Buffer) => boolean {
 
 const target = hostPortOf(mongoUri())
 
+describe('6. write errors of an update command tell the truth, whatever index the server gives them', () => {
+  // FerretDB 1.24 stops an update command at its failing statement (3 here) and reports the
+  // error as statement 0, ok: 1: trusted by index, _id 0 was told rejected though applied, 4-5
+  // told applied though never run, and an ordered collection resent 1-2 ($inc applied 2-3 times)
+  for (const ordered of [false, true]) {
+    it(`six $inc, one of a string field (${ordered ? 'ordered' : 'unordered'} collection): no caller told what the database contradicts`, async () => {
+      const name = `inc_index_${String(ordered)}`
+      await db.collection(name).insertMany([0, 1, 2, 3, 4, 5].map(i => ({ _id: i as never, n: i === 3 ? 'str' : 0 })))
+      const wb = new WriteBuffer(db)
+      const c = wb.collection(name, { ordered })
+      const told = await Promise.allSettled([0, 1, 2, 3, 4, 5].map(i => c.updateOne({ _id: i }, { $inc: { n: 1 } })))
+      await wb.close()
+      const docs = await db.collection(name).find().sort({ _id: 1 }).toArray()
+      for (let i = 0; i < 6; i++) {
+        const n: unknown = docs[i]?.n
+        const t = told[i] as Settled
+        if (t.status === 'fulfilled') expect({ i, n }).toEqual({ i, n: 1 })
+        else if (reasonOf(t).outcome === 'rejected') expect({ i, n }).toEqual({ i, n: i === 3 ? 'str' : 0 })
+        else expect(reasonOf(t).outcome).toBe('unknown')
+        expect({ i, n }).not.toEqual({ i, n: 2 }) // never applied twice
+      }
+      expect(docs[3]?.n).toBe('str')
+      expect(reasonOf(told[3]).code).toBe(14)
+    })
+  }
+})
+
 describe.skipIf(target === undefined)('5. a resend must not reach another document', () => {
   let proxy: FaultProxy
   let proxied: MongoClient

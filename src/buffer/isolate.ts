@@ -3,7 +3,7 @@ import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../errors.js'
 import { commandRefusal, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
 import { uncoalesce } from '../write/coalesce.js'
 import { isRetrySafe } from '../write/retry-safety.js'
-import { SETTLED, type WriteOp, type WriteResult } from '../write/write-op.js'
+import { INSERT, SETTLED, type WriteOp, type WriteResult } from '../write/write-op.js'
 import { PartialFailureReader, resultOf, type PartialFailure } from './outcomes.js'
 
 /**
@@ -75,6 +75,26 @@ export interface IsolationContext {
   stopped: () => boolean
   ordered: boolean
   collection: string
+  /** the server's write errors name the statements that failed (server-identity.ts#reportsStatements) */
+  reportsStatements: boolean
+}
+
+/**
+ * Whether a reply's write errors tell which statements of these writes failed and which were
+ * applied. MongoDB's do, and DocumentDB's (server-identity.ts#reportsStatements). Another
+ * server's update or delete command may stop at a failing statement and report it at another
+ * index (FerretDB 1.24: a failure at statement 3 reported as statement 0, ok: 1, statements 4-5
+ * never run): its write errors then prove only that some statement failed — the batch is
+ * isolated as a refusal whose outcome is unknown. Inserts keep their indexes (a duplicate key is
+ * reported where it is, on every server tried), and so does a lone statement.
+ */
+export function indexesProven (ops: readonly WriteOp[], reportsStatements: boolean): boolean {
+  return reportsStatements || ops.length < 2 || (ops[0] as WriteOp).kind === INSERT
+}
+
+/** What write errors from a server whose indexes are not proven say: something failed, anything may have been applied. */
+export function unprovenFailure (err: unknown): Failure {
+  return { outcome: 'unknown', transient: false, error: err }
 }
 
 /** Whether `err` is the server refusing the whole command; the refusal itself, or undefined. */
@@ -184,6 +204,7 @@ async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
     }
     const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
     if (Array.isArray(writeErrors) && writeErrors.length > 0) {
+      if (!indexesProven(ops, ctx.reportsStatements)) return await isolate(ops, err, unprovenFailure(err), ctx, out)
       const failure = err as PartialFailure
       const ids = new PartialFailureReader(failure, ctx.ordered, ctx.collection).idsToConfirm(ops)
       return partlyRefused(ops, failure, ctx.ordered, ctx.collection, out, await ctx.confirm(ids)) ? LEFT_AGAIN : DONE

@@ -9,7 +9,7 @@ import type { Logger } from '../options.js'
 import { batchChannel, publishBatch } from '../telemetry.js'
 import type { BatchSpan, Tracing } from '../tracing.js'
 import { IN_FLIGHT, SETTLED, type TraceLink, type WriteOp, type WriteResult } from '../write/write-op.js'
-import { isolate, IsolationOutcome, partlyRefused, splittable, wholeRefusal } from './isolate.js'
+import { indexesProven, isolate, IsolationOutcome, partlyRefused, splittable, unprovenFailure, wholeRefusal } from './isolate.js'
 import { Batch } from './batch.js'
 import { Wire } from './wire.js'
 import { Latency } from './latency.js'
@@ -25,8 +25,7 @@ export interface SenderOptions extends RetryPolicy {
   logger: Logger | undefined
 }
 
-/** A batch none of whose writes captured a span links to nothing. */
-const NO_LINKS: readonly TraceLink[] = []
+const NO_LINKS: readonly TraceLink[] = [] // a batch none of whose writes captured a span links to nothing
 
 /**
  * Sends one batch as one bulkWrite (or as the one insert command it would be: wire.ts) and routes
@@ -172,8 +171,8 @@ export class Sender {
    * whole failure (resent after a backoff if nothing was applied or the write is retry-safe).
    * Otherwise one write may be to blame: isolate it (isolate.ts), so its batch-mates are applied.
    */
-  async #refused (batch: Batch, refusal: unknown, span: TraceLink | undefined): Promise<void> {
-    const failure = await this.#classifyRefusal(refusal)
+  async #refused (batch: Batch, refusal: unknown, span: TraceLink | undefined, known?: Failure): Promise<void> {
+    const failure = known ?? await this.#classifyRefusal(refusal)
     const live = batch.ops.filter(op => op.state !== SETTLED)
     if (this.#final || !splittable(live, refusal, failure)) {
       this.#wholeFailed(batch, refusal, span, failure)
@@ -185,7 +184,7 @@ export class Sender {
     const send = (models: AnyBulkWriteOperation[]): Promise<BulkWriteResult> => this.#wire.bulkWrite(queue, models)
     const confirm = (ids: unknown[]): Promise<Set<string> | null> => confirmInserted(queue.collection, ids)
     const classify = (r: unknown): Promise<Failure> => this.#classifyRefusal(r)
-    await isolate(live, refusal, failure, { send, classify, confirm, stopped: () => this.#final, ordered: queue.ordered, collection: queue.name }, out)
+    await isolate(live, refusal, failure, { send, classify, confirm, stopped: () => this.#final, ordered: queue.ordered, collection: queue.name, reportsStatements: await this.identity.reportsStatements() }, out)
     this.#apply(queue, out)
     if (out.failedOps.length > 0) {
       this.#wholeFailed(batch, out.failedWith, span, undefined, out.failedOps)
@@ -288,6 +287,7 @@ export class Sender {
 
   /** Some writes were refused by the server; the others were acknowledged (or never executed). */
   async #partlyFailed (batch: Batch, err: PartialFailure): Promise<void> {
+    if (!indexesProven(batch.ops, await this.identity.reportsStatements())) return await this.#refused(batch, err, undefined, unprovenFailure(err))
     const queue = batch.queue
     const ids = new PartialFailureReader(err, queue.ordered, queue.name).idsToConfirm(batch.ops)
     const out = new IsolationOutcome()

@@ -18,6 +18,19 @@ export function looksLikeMongoDB (buildInfo: Document): boolean {
 }
 
 /**
+ * Whether the server's write errors name the statements that failed, by index, for updates and
+ * deletes too: MongoDB's do, and FerretDB 2 on DocumentDB's (measured: a failing statement is
+ * reported at its index, the others run). FerretDB 1.x stops an update command at its failing
+ * statement and reports it as statement 0; an unknown server is not trusted either
+ * (isolate.ts#indexesProven).
+ */
+export function reportsStatements (buildInfo: Document): boolean {
+  if (looksLikeMongoDB(buildInfo)) return true
+  const v2 = (buildInfo.ferretdb as { version?: unknown } | undefined)?.version
+  return typeof v2 === 'string' && /^v?([2-9]|\d{2,})\./.test(v2)
+}
+
+/**
  * Hosts the drivers themselves know are not MongoDB (node-mongodb-native src/utils.ts
  * COSMOS_DB_CHECK / DOCUMENT_DB_CHECK): their buildInfo may imitate MongoDB's.
  */
@@ -35,21 +48,29 @@ export function nonGenuineHost (hosts: ReadonlyArray<{ host?: string } | string>
 
 /** Asked once per buffer, and only after a server refused a whole command (so it answers). */
 export class ServerIdentity {
-  #known: boolean | undefined
-  #asking: Promise<boolean> | null = null
+  #known: Verdict | undefined
+  #asking: Promise<Verdict> | null = null
 
   constructor (readonly db: Pick<Db, 'command'> & { client?: unknown }) {}
 
   /** MongoDB or not; a failed buildInfo answers false (not proven) and is asked again next time. */
-  isMongoDB (): Promise<boolean> {
+  async isMongoDB (): Promise<boolean> { return (await this.#verdict()).mongo }
+
+  /** Whether its write errors name their statements by index (reportsStatements); false when not proven. */
+  async reportsStatements (): Promise<boolean> { return (await this.#verdict()).statements }
+
+  #verdict (): Promise<Verdict> {
     if (this.#known !== undefined) return Promise.resolve(this.#known)
-    if (typeof this.db.command !== 'function') return Promise.resolve(false)
+    if (typeof this.db.command !== 'function') return Promise.resolve(UNPROVEN)
     const hosts = (this.db as { client?: { options?: { hosts?: Array<{ host?: string }> } } }).client?.options?.hosts
-    if (nonGenuineHost(hosts)) return Promise.resolve(this.#known = false)
+    if (nonGenuineHost(hosts)) return Promise.resolve(this.#known = UNPROVEN)
     this.#asking ??= this.db.command({ buildInfo: 1 }).then(
-      info => (this.#known = looksLikeMongoDB(info)),
-      () => false
+      info => (this.#known = { mongo: looksLikeMongoDB(info), statements: reportsStatements(info) }),
+      () => UNPROVEN
     ).finally(() => { this.#asking = null })
     return this.#asking
   }
 }
+
+interface Verdict { mongo: boolean, statements: boolean }
+const UNPROVEN: Verdict = Object.freeze({ mongo: false, statements: false })
