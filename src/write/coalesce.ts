@@ -12,10 +12,11 @@ import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
  * in order as one `$each`; the later write's $setOnInsert is dropped (only the first of a
  * sequence could have inserted, so it is a no-op one by one too).
  * Coalescing is refused, and the later write simply waits for the next batch, when:
- * - the two differ in upsert or carry arrayFilters / collation / hint;
+ * - the two differ in upsert or carry arrayFilters / collation / hint; an upsert's filter is not
+ *   plain equalities (the document it inserts would not match it: see insertMatches);
  * - a path appears under two operators, or one path is a prefix of another
  *   (`a` vs `a.b`: the server would reject the merged document as a conflict);
- * - two $inc operands are not whole JS numbers with an int32 sum (Long, Decimal128… keep their
+ * - two $inc operands are not whole JS numbers of one sign (no -0) with an int32 sum (Long, Decimal128… keep their
  *   exact type; fractions round differently summed first; a larger sum would travel as a double); the
  *   two $max / $min operands are not both finite JS numbers or both Dates (the server's
  *   cross-type order is not modelled); an $addToSet operand is an object with a $-modifier
@@ -43,7 +44,11 @@ const INT32_MAX = 2 ** 31 - 1
  */
 function summable (a: unknown, b: unknown): boolean {
   return typeof a === 'number' && typeof b === 'number' && Number.isInteger(a) && Number.isInteger(b) &&
-    Math.abs(a) <= INT32_MAX && Math.abs(b) <= INT32_MAX && Math.abs(a + b) <= INT32_MAX
+    Math.abs(a) <= INT32_MAX && Math.abs(b) <= INT32_MAX && Math.abs(a + b) <= INT32_MAX &&
+    // one sign: a field's value then passes every partial sum on its way (past int32 one by one
+    // iff summed: an int32 at its max +1 then -1 ends an int64 one by one, an int32 summed), and
+    // no -0 (sent as a double: it makes an int field a double, which a sum without it does not)
+    (a >= 0) === (b >= 0) && !Object.is(a, -0) && !Object.is(b, -0)
 }
 
 /** Order of two $max/$min operands (negative: a < b), or undefined when not both finite numbers or both Dates. */
@@ -65,6 +70,7 @@ function elementsOf (operand: unknown): unknown[] | undefined {
 /** Whether this op could take part in coalescing at all (checked on both sides). */
 function coalescible (body: WriteBody): boolean {
   if (body.arrayFilters !== undefined || body.collation !== undefined || body.hint !== undefined) return false
+  if (body.upsert === true && !insertMatches(body.filter)) return false
   const update = body.update
   if (update === undefined || Array.isArray(update) || !isPlain(update)) return false
   for (const operator in update) {
@@ -73,6 +79,23 @@ function coalescible (body: WriteBody): boolean {
     if (!isPlain(update[operator])) return false
   }
   return !touchesFilter(body.filter, update)
+}
+
+/**
+ * Whether the document an upsert inserts matches its filter, so that a later upsert of the same
+ * filter updates it rather than inserting another (what merging two upserts assumes): a filter
+ * of plain equalities — no operator (`{a: {$gt: 5}}` inserts no `a`), no regular expression.
+ * The update cannot change those fields (touchesFilter).
+ */
+function insertMatches (filter: Document): boolean {
+  for (const field in filter) {
+    if (field.charCodeAt(0) === 36) return false
+    const v: unknown = filter[field]
+    if (typeof v !== 'object' || v === null) continue
+    if (v instanceof RegExp || (v as { _bsontype?: unknown })._bsontype === 'BSONRegExp') return false
+    if (!Array.isArray(v) && isPlain(v)) for (const k in v) if (k.charCodeAt(0) === 36) return false
+  }
+  return true
 }
 
 /** Coalesces `next` into `leader` (both queued, same target). Returns false and changes nothing if it cannot. */
