@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import { ConnectError, InvalidOptionError, describe } from './errors.js'
 import { DEFAULT_CLOSE_TIMEOUT_MS, WRITE_BUFFER_OPTION_NAMES, type Logger, type WriteBufferOptions } from './options.js'
 import { rememberResponse, writeSignal } from './request-signal.js'
-import { checkConnection } from './mongo/connect.js'
+import { checkConnection, urlWithoutCredentials } from './mongo/connect.js'
 import { WriteBuffer } from './write-buffer.js'
 
 /** Options every form of the plugin takes: the WriteBuffer's, plus the start-up check. */
@@ -73,8 +73,9 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
   if ((db === undefined) === (url === undefined)) {
     throw new InvalidOptionError('fastify-write-buffer needs exactly one of `db` (a mongodb Db) or `url`')
   }
-  if (url !== undefined && (typeof url !== 'string' || !/^mongodb(\+srv)?:\/\//.test(url))) {
-    throw new InvalidOptionError(`url must be a mongodb:// or mongodb+srv:// string, got ${describe(url)}`)
+  const givenUrl: unknown = url
+  if (givenUrl !== undefined && (typeof givenUrl !== 'string' || !/^mongodb(\+srv)?:\/\//.test(givenUrl))) {
+    throw new InvalidOptionError(`url must be a mongodb:// or mongodb+srv:// string, got ${describe(typeof givenUrl === 'string' ? urlWithoutCredentials(givenUrl) : givenUrl)}`)
   }
   if (database !== undefined && (typeof database !== 'string' || database === '')) {
     throw new InvalidOptionError(`database must be a non-empty string, got ${describe(database)}`)

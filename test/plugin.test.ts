@@ -103,6 +103,17 @@ describe('fastify plugin', () => {
     }
   })
 
+  it('a url that is not a mongodb:// one is refused without its credentials (user info masked, query left out)', async () => {
+    for (const url of [' mongodb://admin:Hunter2@db.example:27017/', 'mongodb+srv//admin:Hunter2@db.example/', 'http://admin:Hunt@r2@db.example/?tlsCertificateKeyFilePassword=Kitten9']) {
+      const app = Fastify()
+      const err = await app.register(writeBuffer, { url }).then(() => null, (e: unknown) => e)
+      expect(err).toMatchObject({ code: 'WRITE_BUFFER_INVALID_OPTION' })
+      expect((err as Error).message).toMatch(/url must be a mongodb:\/\/ or mongodb\+srv:\/\/ string, got ".*\*\*\*@db\.example/)
+      expect((err as Error).message).not.toMatch(/Hunter2|Hunt@r2|admin|Kitten9/)
+      await app.close().catch(() => {})
+    }
+  })
+
   it('logs one debug line per flush, nothing per write, and never document contents', async () => {
     const lines: Array<Record<string, unknown>> = []
     const stream = { write: (s: string) => { lines.push(JSON.parse(s) as Record<string, unknown>) } }
