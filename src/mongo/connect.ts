@@ -1,5 +1,5 @@
-import type { Db } from 'mongodb'
-import { ConnectError } from '../errors.js'
+import { MongoClient, type Db, type MongoClientOptions } from 'mongodb'
+import { ConnectError, InvalidOptionError, describe } from '../errors.js'
 import { describeError } from './driver-errors.js'
 
 interface ClientView {
@@ -77,6 +77,53 @@ export function withoutCredentials (text: string, secrets: readonly string[] = [
     out = out.replace(new RegExp(`(?<![A-Za-z0-9])${escaped}(?![A-Za-z0-9])`, 'g'), MASK)
   }
   return out
+}
+
+/**
+ * The client and Db the plugin makes from `url`. The driver checks the url, `clientOptions`
+ * and the database name as it builds them, and throws its own errors, which carry no code: a
+ * bad one becomes an InvalidOptionError naming the option, with the driver's message and its
+ * error as `cause`, credentials masked in both. Nothing is connected yet: nothing to close.
+ */
+export function clientFor (url: string, database: string | undefined, clientOptions: MongoClientOptions | undefined): { client: MongoClient, db: Db } {
+  let client: MongoClient
+  try {
+    client = new MongoClient(url, clientOptions)
+  } catch (err) {
+    throw refusedByDriver(clientOptions !== undefined && parses(url) ? 'clientOptions' : `url ${describe(urlWithoutCredentials(url))}`, err, url, clientOptions)
+  }
+  try {
+    return { client, db: client.db(database) }
+  } catch (err) {
+    throw refusedByDriver(database === undefined ? `url ${describe(urlWithoutCredentials(url))} (its database name)` : `database ${describe(database)}`, err, url, clientOptions)
+  }
+}
+
+/** Whether the driver takes `url` alone (then a refusal of url + clientOptions is clientOptions'). */
+function parses (url: string): boolean {
+  try {
+    return new MongoClient(url) instanceof MongoClient // parses the url, connects nothing
+  } catch {
+    return false
+  }
+}
+
+function refusedByDriver (option: string, err: unknown, url: string, clientOptions: MongoClientOptions | undefined): InvalidOptionError {
+  const auth = clientOptions?.auth
+  const secrets = [...credentialsIn(url), ...[auth?.username, auth?.password].filter((s): s is string => typeof s === 'string')]
+  const refused = new InvalidOptionError(`${option} refused by the MongoDB driver: ${withoutCredentials(describeError(err), secrets)}`)
+  // The driver's error is the cause, its message and stack masked in place: a logger prints
+  // them after ours (pino's error serializer joins the causes' messages). Nobody else holds it;
+  // one that cannot be masked is left out.
+  try {
+    const e = err as Record<string, unknown>
+    for (const key of ['message', 'stack']) {
+      const text = e[key]
+      if (typeof text === 'string' && withoutCredentials(text, secrets) !== text) e[key] = withoutCredentials(text, secrets)
+    }
+    Object.defineProperty(refused, 'cause', { value: err, writable: true, configurable: true }) // not enumerable, as Error's own
+  } catch { /* a frozen error: no cause */ }
+  return refused
 }
 
 /**
