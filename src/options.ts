@@ -1,6 +1,6 @@
 import type { WriteConcernSettings } from 'mongodb'
 import type { RedisClientLike, ResolvedBusOptions } from './cache/bus.js'
-import { InvalidOptionError, describe } from './errors.js'
+import { InvalidOptionError, describe, type WriteBufferError } from './errors.js'
 import { checkWriteConcern } from './mongo/write-concern.js'
 
 import type { Logger } from './logger.js'
@@ -108,10 +108,12 @@ export interface WriteBufferOptions {
   retry?: RetryOptions
   /**
    * Called once for every failed detached write (`{ detached: true }`), with the same coded
-   * error an awaiting caller would get. Without it such failures are logged at `error` level
-   * (never with document contents). A hook that throws is caught and logged.
+   * error an awaiting caller would get: a WriteBufferError (`code`, `outcome`, `attempts`), a
+   * WriteRejectedError when the server refused the write (`code` 11000…). Without it such
+   * failures are logged at `error` level (never with document contents). A hook that throws
+   * is caught and logged.
    */
-  onWriteError?: (error: Error, info: WriteErrorInfo) => void
+  onWriteError?: (error: WriteBufferError, info: WriteErrorInfo) => void
   /**
    * OpenTelemetry TracerProvider for the bulkWrite spans. Default: the global one of
    * `@opentelemetry/api` when that package is installed; no spans without it.
@@ -141,7 +143,11 @@ export interface ResolvedOptions {
   cache: ResolvedCacheOptions | undefined
   logger: Logger | undefined
   tracerProvider: WriteBufferOptions['tracerProvider']
-  onWriteError: WriteBufferOptions['onWriteError']
+  /**
+   * The hook as the internals hold it: they type a write's error as Error (Settler's reject),
+   * and every error they settle a write with is a WriteBufferError, which the option promises.
+   */
+  onWriteError: ((error: Error, info: WriteErrorInfo) => void) | undefined
 }
 
 const MiB = 1024 * 1024
@@ -291,6 +297,6 @@ export function resolveOptions (input: unknown): ResolvedOptions {
     cache: resolveCache(o.cache),
     logger,
     tracerProvider: checkTracerProvider(object('tracerProvider', o.tracerProvider)),
-    onWriteError: checkFunction('onWriteError', o.onWriteError),
+    onWriteError: checkFunction('onWriteError', o.onWriteError) as ResolvedOptions['onWriteError'],
   }
 }

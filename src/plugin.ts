@@ -1,10 +1,10 @@
 import fp from 'fastify-plugin'
-import { MongoClient, type Db, type MongoClientOptions } from 'mongodb'
+import type { Db, MongoClient, MongoClientOptions } from 'mongodb'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import { ConnectError, InvalidOptionError, describe } from './errors.js'
 import { DEFAULT_CLOSE_TIMEOUT_MS, WRITE_BUFFER_OPTION_NAMES, type Logger, type WriteBufferOptions } from './options.js'
 import { rememberResponse, writeSignal } from './request-signal.js'
-import { checkConnection } from './mongo/connect.js'
+import { checkConnection, clientFor, urlWithoutCredentials } from './mongo/connect.js'
 import { WriteBuffer } from './write-buffer.js'
 
 /** Options every form of the plugin takes: the WriteBuffer's, plus the start-up check. */
@@ -73,11 +73,20 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
   if ((db === undefined) === (url === undefined)) {
     throw new InvalidOptionError('fastify-write-buffer needs exactly one of `db` (a mongodb Db) or `url`')
   }
-  if (url !== undefined && (typeof url !== 'string' || !/^mongodb(\+srv)?:\/\//.test(url))) {
-    throw new InvalidOptionError(`url must be a mongodb:// or mongodb+srv:// string, got ${describe(url)}`)
+  const givenUrl: unknown = url
+  if (givenUrl !== undefined && (typeof givenUrl !== 'string' || !/^mongodb(\+srv)?:\/\//.test(givenUrl))) {
+    throw new InvalidOptionError(`url must be a mongodb:// or mongodb+srv:// string, got ${describe(typeof givenUrl === 'string' ? urlWithoutCredentials(givenUrl) : givenUrl)}`)
+  }
+  // with a given Db they would be silently ignored: its client and its database are made already
+  for (const [key, value] of [['database', database], ['clientOptions', clientOptions]] as const) {
+    if (db !== undefined && value !== undefined) throw new InvalidOptionError(`${key} only applies with \`url\` (the plugin makes no client for a given \`db\`)`)
   }
   if (database !== undefined && (typeof database !== 'string' || database === '')) {
     throw new InvalidOptionError(`database must be a non-empty string, got ${describe(database)}`)
+  }
+  const givenClientOptions: unknown = clientOptions
+  if (givenClientOptions !== undefined && (givenClientOptions === null || typeof givenClientOptions !== 'object' || Array.isArray(givenClientOptions))) {
+    throw new InvalidOptionError(`clientOptions must be an object (MongoClientOptions), got ${describe(givenClientOptions)}`)
   }
   const connectMs: unknown = connectTimeoutMs
   if (typeof connectMs !== 'number' || !Number.isInteger(connectMs) || connectMs < 0 || connectMs > 600_000) {
@@ -98,8 +107,7 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
     }
     target = db
   } else {
-    client = new MongoClient(url, clientOptions)
-    target = client.db(database)
+    ({ client, db: target } = clientFor(url, database, clientOptions)) // a bad url, clientOptions or database: InvalidOptionError
   }
 
   // Everything that can fail without I/O first (options, a second registration), and the

@@ -6,7 +6,7 @@ import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import Fastify from 'fastify'
 import type { Db, MongoClient } from 'mongodb'
-import writeBuffer, { WriteBuffer } from '../src/index.js'
+import writeBuffer, { InvalidOptionError, WriteBuffer } from '../src/index.js'
 import { countWriteCommands, mongoUri, openDb } from './helpers.js'
 
 const run = promisify(execFile)
@@ -101,6 +101,65 @@ describe('fastify plugin', () => {
       await expect(app.register(writeBuffer, opts as never).ready()).rejects.toThrow(msg)
       await app.close().catch(() => {})
     }
+  })
+
+  it('a url that is not a mongodb:// one is refused without its credentials (user info masked, query left out)', async () => {
+    for (const url of [' mongodb://admin:Hunter2@db.example:27017/', 'mongodb+srv//admin:Hunter2@db.example/', 'http://admin:Hunt@r2@db.example/?tlsCertificateKeyFilePassword=Kitten9']) {
+      const app = Fastify()
+      const err = await app.register(writeBuffer, { url }).then(() => null, (e: unknown) => e)
+      expect(err).toMatchObject({ code: 'WRITE_BUFFER_INVALID_OPTION' })
+      expect((err as Error).message).toMatch(/url must be a mongodb:\/\/ or mongodb\+srv:\/\/ string, got ".*\*\*\*@db\.example/)
+      expect((err as Error).message).not.toMatch(/Hunter2|Hunt@r2|admin|Kitten9/)
+      await app.close().catch(() => {})
+    }
+  })
+
+  it('what the driver refuses (url, clientOptions, database) is an InvalidOptionError naming the option, the driver\'s error its cause, no credentials', async () => {
+    const uri = new URL(mongoUri())
+    const cases: Array<[Record<string, unknown>, RegExp, string]> = [
+      [{ url: mongoUri(), database: 'a.b' }, /^database "a\.b" refused by the MongoDB driver: MongoInvalidArgumentError: Database names cannot contain the character '\.'$/, 'MongoInvalidArgumentError'],
+      [{ url: `mongodb://${uri.host}/a.b` }, /^url ".*\/a\.b" \(its database name\) refused by the MongoDB driver: MongoInvalidArgumentError: /, 'MongoInvalidArgumentError'],
+      [{ url: mongoUri(), clientOptions: { nonsense: 1 } }, /^clientOptions refused by the MongoDB driver: MongoParseError: option nonsense is not supported$/, 'MongoParseError'],
+      [{ url: `mongodb://admin:Hunter2@${uri.host}/?unknownopt=1` }, /^url "mongodb:\/\/\*\*\*@.*\?\.\.\." refused by the MongoDB driver: MongoParseError: option unknownopt is not supported$/, 'MongoParseError'],
+      [{ url: 'mongodb://admin:Hunter2@db.example:notaport/' }, /^url "mongodb:\/\/\*\*\*@db\.example:notaport\/" refused by the MongoDB driver: MongoRuntimeError: Unable to parse db\.example:notaport/, 'MongoRuntimeError'],
+      // the driver echoes a malformed user name: masked, in the cause too (a logger prints the cause's message and stack)
+      [{ url: 'mongodb://admin/x:Hunter2@db.example/' }, /^url "mongodb:\/\/\*\*\*@db\.example\/" refused by the MongoDB driver: MongoParseError: Username contains unescaped characters \*\*\*$/, 'MongoParseError'],
+    ]
+    for (const [opts, message, causeName] of cases) {
+      const app = Fastify()
+      const err = await app.register(writeBuffer, { ...opts, connectTimeoutMs: 0 } as never).then(() => null, (e: unknown) => e)
+      expect(err).toBeInstanceOf(InvalidOptionError)
+      expect(err).toMatchObject({ code: 'WRITE_BUFFER_INVALID_OPTION', outcome: 'not-sent' })
+      expect((err as Error).message).toMatch(message)
+      const cause = (err as Error).cause as Error
+      expect(cause.name).toBe(causeName)
+      for (const text of [(err as Error).message, cause.message, cause.stack]) expect(text).not.toMatch(/Hunter2|admin/)
+      await app.close().catch(() => {})
+    }
+  })
+
+  it('clientOptions that is not an object is refused before the driver sees it', async () => {
+    for (const clientOptions of [null, 'maxPoolSize=5', [1]]) {
+      const app = Fastify()
+      await expect(app.register(writeBuffer, { url: mongoUri(), clientOptions } as never)).rejects.toMatchObject({
+        code: 'WRITE_BUFFER_INVALID_OPTION', message: expect.stringMatching(/^clientOptions must be an object/) as unknown,
+      })
+      await app.close().catch(() => {})
+    }
+  })
+
+  it('database or clientOptions with a given db is refused, not ignored: they apply only to the client the plugin makes from url', async () => {
+    for (const [opts, key] of [[{ db, database: 'other' }, 'database'], [{ db, clientOptions: { maxPoolSize: 5 } }, 'clientOptions']] as const) {
+      const app = Fastify()
+      await expect(app.register(writeBuffer, opts as never)).rejects.toMatchObject({
+        code: 'WRITE_BUFFER_INVALID_OPTION', message: `${key} only applies with \`url\` (the plugin makes no client for a given \`db\`)`,
+      })
+      await app.close().catch(() => {})
+    }
+    // a key given as undefined is no option (as elsewhere)
+    const app = Fastify()
+    await app.register(writeBuffer, { db, database: undefined, clientOptions: undefined } as never)
+    await app.close()
   })
 
   it('logs one debug line per flush, nothing per write, and never document contents', async () => {

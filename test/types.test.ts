@@ -2,8 +2,9 @@ import { describe, expectTypeOf, it } from 'vitest'
 import Fastify from 'fastify'
 import { MongoClient, type ObjectId } from 'mongodb'
 import writeBuffer, {
-  type BufferedCollection, type DeleteResult, type InsertResult, type UpdateResult, type WriteBufferPluginOptions,
-  type WriteBufferStats, type WriteOutcome, type WriteResult, WriteBuffer, writeBufferPlugin,
+  type BufferedCollection, type DeleteResult, type ErrorCode, type InsertResult, type UpdateResult, type WriteBufferOptions,
+  type WriteBufferPluginOptions, type WriteBufferStats, type WriteOutcome, type WriteResult, WriteBuffer, WriteBufferError,
+  WriteRejectedError, writeBufferPlugin,
 } from '../src/index.js'
 import * as core from '../src/core.js'
 
@@ -114,6 +115,24 @@ describe('public types', () => {
     expectTypeOf<{ db: typeof db }>().toMatchTypeOf<WriteBufferPluginOptions>()
     expectTypeOf<{ url: string, database?: string }>().toMatchTypeOf<WriteBufferPluginOptions>()
     expectTypeOf<Record<string, never>>().not.toMatchTypeOf<WriteBufferPluginOptions>()
+  })
+
+  it('onWriteError is told a WriteBufferError: (e) => e.code compiles, and a refusal narrows to the server\'s number', () => {
+    expectTypeOf<Parameters<NonNullable<WriteBufferOptions['onWriteError']>>[0]>().toEqualTypeOf<WriteBufferError>()
+    const db = new MongoClient('mongodb://127.0.0.1:1/').db('app')
+    const hooks = () => {
+      new WriteBuffer(db, { onWriteError: (e) => e.code }).collection('c')
+      new WriteBuffer(db, {
+        onWriteError: (e, info) => {
+          expectTypeOf(e.code).toEqualTypeOf<ErrorCode | number>()
+          expectTypeOf(e.outcome).toEqualTypeOf<WriteOutcome>()
+          if (e instanceof WriteRejectedError) expectTypeOf(e.code).toEqualTypeOf<number>()
+          expectTypeOf(info.collection).toEqualTypeOf<string>()
+        },
+      }).collection('c')
+      Fastify().register(writeBuffer, { db, onWriteError: (e) => { if (e.code === 11000) e.attempts.toFixed() } })
+    }
+    expectTypeOf(hooks).toBeFunction()
   })
 
   it('fastify-write-buffer/core has the core and not the plugin', () => {
