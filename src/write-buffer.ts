@@ -142,7 +142,7 @@ export class WriteBuffer {
     validateCollectionName(name)
     const ordered = options?.ordered ?? false
     if (typeof ordered !== 'boolean') throw new InvalidOptionError(`ordered must be a boolean, got ${String(ordered)}`)
-    const queue = new CollectionQueue(name, this.db.collection(name), ordered, this.#options.coalesce, this.#dispatcher)
+    const queue = new CollectionQueue(name, this.db.collection(name), ordered, this.#options.coalesce, this.#options.maxBatchBytes, this.#dispatcher)
     this.#dispatcher.add(queue)
     const handle = new BufferedCollection(queue.collection, ordered, this.#port, queue, this.cache, this.db.options?.pkFactory)
     this.#handles.set(name, handle)

@@ -144,4 +144,14 @@ describe('coalescing equals one by one', () => {
       ['updateOne', { _id: 1 }, { $inc: { n: -1 } }],
     ])
   })
+
+  it('writes joining a lingering one stop at the batch budget: four $addToSet of 5 MiB each are all applied', async () => {
+    const big = 'x'.repeat(5 * 1024 * 1024)
+    await expectSame([{ _id: 1, t: [] }], () => [
+      ['updateOne', { _id: 1 }, { $addToSet: { t: big } }, { lingerMs: 50 }],
+      ['updateOne', { _id: 1 }, { $addToSet: { t: big } }],
+      ['updateOne', { _id: 1 }, { $addToSet: { t: big } }],
+      ['updateOne', { _id: 1 }, { $addToSet: { t: big } }],
+    ])
+  })
 })

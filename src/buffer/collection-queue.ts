@@ -52,7 +52,7 @@ export class CollectionQueue implements BatchQueue {
   /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
   #nonEmptySince = 0
   /** lingering writes: later writes of their target join them as they are pushed (see push) */
-  readonly #lingering = new Lingering()
+  readonly #lingering: Lingering
   /** its places in the Dispatcher's rings: queues holding writes, and queues that may send (ring.ts) */
   readonly activeLink = new RingLink<CollectionQueue>(this)
   readonly readyLink = new RingLink<CollectionQueue>(this)
@@ -61,10 +61,13 @@ export class CollectionQueue implements BatchQueue {
     readonly name: string,
     readonly collection: Collection,
     readonly ordered: boolean,
-    /** coalesce writes into a lingering one as they are pushed */
+    /** coalesce writes into a lingering one as they are pushed, up to `maxBytes` together */
     readonly coalesce: boolean,
+    maxBytes: number,
     readonly listener: QueueListener
-  ) {}
+  ) {
+    this.#lingering = new Lingering(maxBytes)
+  }
 
   get size (): number { return this.#size }
   get bytes (): number { return this.#bytes }

@@ -12,26 +12,36 @@ export class Lingering {
   /** Date.now() when the earliest linger left queued ends; 0 = none */
   end = 0
 
+  /** `maxBytes`: a batch's byte budget, which one write and those joining it never pass together */
+  constructor (readonly maxBytes: number) {}
+
   get empty (): boolean { return (this.#leaders?.size ?? 0) === 0 }
 
   /**
    * Coalesces `op` into the lingering write of its target if it can (returns true); otherwise
-   * `op` becomes its target's lingering write if it lingers itself. A joining write's deadline
-   * brings its leader's end forward: it travels with the leader now.
+   * `op` becomes its target's lingering write if it lingers itself. It joins only a write with
+   * the same deadline (none, most often): a queued write expires with the writes it carries, so
+   * a write joining one with an earlier deadline would time out before its own, and a write
+   * with an earlier deadline than its leader's would be sent after it (the sweep sees leaders
+   * only). Nor past the batch budget: one merged update must fit in one command (16 MiB).
    */
   join (op: WriteOp, coalesce: boolean): boolean {
     const target = op.target
     const leader = this.#leaders?.get(target)
     if (leader !== undefined) {
-      if (coalesce && leader.state === QUEUED && !leader.alone && !op.alone && tryCoalesce(leader, op)) {
+      if (coalesce && leader.state === QUEUED && !leader.alone && !op.alone && op.deadline === leader.deadline &&
+        leader.bytes + leader.carried + op.bytes <= this.maxBytes && tryCoalesce(leader, op)) {
+        return true
+      }
+      if (op.deadline > 0 && leader.state === QUEUED && (leader.deadline === 0 || op.deadline < leader.deadline)) {
+        // it waits behind its leader: the leader goes in time for it, and takes it along then (select.ts)
         const end = lingerEndFor(op.deadline, leader.lingerUntil)
         if (end < leader.lingerUntil) {
           leader.lingerUntil = end
           this.noteEnd(end)
         }
-        return true
       }
-      this.#leaders?.delete(target)
+      this.#leaders?.delete(target) // nothing later joins it before this write
     }
     if (op.lingerUntil > 0) (this.#leaders ??= new Map()).set(target, op)
     return false

@@ -172,6 +172,8 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
   const into = (leader.coalesced ??= [])
   into.push(next)
   next.merged = true
+  leader.carried += next.bytes + next.carried
+  next.carried = 0
   if (next.coalesced !== null) {
     // `next` had writes coalesced into it already (a lingering write): they move along with it,
     // one level deep, and `next` keeps only its own update (to be taken apart again if refused)
@@ -192,6 +194,7 @@ export function uncoalesce (leader: WriteOp): WriteOp[] {
   if (leader.ownUpdate !== null) leader.body.update = leader.ownUpdate
   leader.ownUpdate = null
   leader.coalesced = null
+  leader.carried = 0
   leader.alone = true
   for (const op of coalesced) {
     op.alone = true

@@ -118,6 +118,8 @@ export class WriteOp {
   coalesced: WriteOp[] | null = null
   /** its update travels inside an earlier write's model (it is in that write's `coalesced`) */
   merged = false
+  /** estimated bytes of the writes coalesced into it (their updates travel in its model) */
+  carried = 0
   /** this op's own update, kept while `model` carries the coalesced one (to uncoalesce) */
   ownUpdate: Document | null = null
   /** never coalesce again (a coalesced op was refused and is retried write by write) */

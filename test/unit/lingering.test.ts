@@ -2,6 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it, vi } from 'vitest'
 import type { Db } from 'mongodb'
 import { WriteBuffer, type WriteBufferOptions } from '../../src/index.js'
+import { apply, hold, pause, track } from './fake-db.js'
+import { harness } from './harness.js'
 
 /** Every bulkWrite is recorded (models as sent) and answered by `answer` (default: ok). */
 function fakeDb (answer: (n: number) => unknown = () => ({ upsertedIds: {} })) {
@@ -211,5 +213,41 @@ describe('dispatch with a global lingerMs and a write held back', () => {
     expect(liveTimers()).toBeGreaterThan(before)
     await expect(behind).resolves.toEqual({})
     await wb.close()
+  })
+})
+
+describe('a write joins a lingering one only when it can travel with it', () => {
+  it('a write with a deadline does not join a lingering write without one: each keeps its own deadline', async () => {
+    const { fake, c } = harness()
+    fake.fallback = hold
+    const stuck = track(c.updateOne({ _id: 1 }, { $set: { a: 1 } }, { upsert: true })) // on the wire until answered
+    await pause(5)
+    const lingering = track(c.updateOne({ _id: 1 }, { $set: { b: 1 } }, { lingerMs: 1000 }))
+    const hurried = track(c.updateOne({ _id: 1 }, { $set: { c: 1 } }, { timeoutMs: 150 }))
+    await pause(400)
+    // it joined the lingering write and was sent with it at 3 s, told acknowledged: its deadline ignored
+    expect(await hurried.promise).toMatchObject({ status: 'rejected', reason: { code: 'WRITE_BUFFER_TIMEOUT', outcome: 'not-sent' } })
+    fake.fallback = apply
+    for (const call of fake.held) call.answer()
+    await expect(lingering.promise).resolves.toMatchObject({ status: 'fulfilled' })
+    expect((await stuck.promise).status).toBe('fulfilled')
+    expect(fake.docs('c')).toEqual([{ _id: 1, a: 1, b: 1 }])
+  })
+
+  it('a write without a deadline that joins a lingering write with one is not timed out with it', async () => {
+    const { fake, c } = harness()
+    fake.fallback = hold
+    const stuck = track(c.updateOne({ _id: 1 }, { $set: { a: 1 } }, { upsert: true }))
+    await pause(5)
+    const lingering = track(c.updateOne({ _id: 1 }, { $set: { b: 1 } }, { lingerMs: 1000, timeoutMs: 100 }))
+    const patient = track(c.updateOne({ _id: 1 }, { $set: { c: 1 } }))
+    await pause(300)
+    expect(await lingering.promise).toMatchObject({ status: 'rejected', reason: { code: 'WRITE_BUFFER_TIMEOUT' } })
+    expect(patient.done).toBe(false) // it was rejected WRITE_BUFFER_TIMEOUT with the write it had joined
+    fake.fallback = apply
+    for (const call of fake.held) call.answer()
+    await expect(patient.promise).resolves.toMatchObject({ status: 'fulfilled' })
+    expect((await stuck.promise).status).toBe('fulfilled')
+    expect(fake.docs('c')).toEqual([{ _id: 1, a: 1, c: 1 }])
   })
 })
