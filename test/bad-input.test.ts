@@ -209,3 +209,104 @@ describe('5. the client\'s pkFactory', () => {
     }
   })
 })
+
+describe('6. values BSON would not send as written are refused, never stored or matched as something else', () => {
+  const fn = (): number => 1
+  /** a method passed where its result was meant: `user.id` for `user.id()` */
+  const user = { name: 'ann', id (): string { return this.name } }
+
+  async function notes (name: string): Promise<void> {
+    await db.collection(name).insertMany([{ owner: 'ann', t: 1 }, { owner: 'bob', t: 2 }, { owner: 'cy', t: 3 }])
+  }
+
+  it('a function or a Symbol in a filter (sent as {}: every document) is refused naming its path; nothing changed, batch-mates stored', async () => {
+    await notes('fn_filter')
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
+    const c = wb.collection('fn_filter')
+    const good = goodWrites(wb, 'fn_filter')
+    const results = await Promise.allSettled([
+      c.updateMany({ owner: user.id } as never, { $set: { flagged: true } }),
+      c.deleteMany({ owner: Symbol.for('ann') } as never),
+      c.deleteMany({ owner: { $nin: [fn] } } as never),
+      c.deleteOne({ $and: [{ t: 1 }, { owner: fn }] } as never),
+    ])
+    expectInvalid(results[0], /"owner" is a function, which BSON does not send/)
+    expectInvalid(results[1], /"owner" is a Symbol/)
+    expectInvalid(results[2], /"owner\.\$nin\.0" is a function/)
+    expectInvalid(results[3], /"\$and\.1\.owner" is a function/)
+    expectAllFulfilled(await Promise.allSettled(good))
+    expect(await db.collection('fn_filter').countDocuments({ owner: { $exists: true } })).toBe(3)
+    expect(await db.collection('fn_filter').countDocuments({ flagged: true })).toBe(0)
+    await expectGoodStored('fn_filter')
+    await wb.close()
+  })
+
+  it('undefined as a filter value, on a client with ignoreUndefined (left out: every document), is refused; so it is on any client', async () => {
+    await notes('undef_filter')
+    const undefClient = new MongoClient(mongoUri(), { ignoreUndefined: true })
+    try {
+      const wb = new WriteBuffer(undefClient.db(db.databaseName), { lingerMs: 20 })
+      const query: { owner?: string } = {} // a request without ?owner=
+      const good = goodWrites(wb, 'undef_filter')
+      const results = await Promise.allSettled([
+        wb.collection('undef_filter').deleteMany({ owner: query.owner }),
+        wb.collection('undef_filter').updateMany({ t: { $gt: 0 }, owner: query.owner }, { $set: { flagged: true } }),
+      ])
+      expectInvalid(results[0], /"owner" is undefined: sent as null .*ignoreUndefined/)
+      expectInvalid(results[1], /"owner" is undefined/)
+      expectAllFulfilled(await Promise.allSettled(good))
+      expect(await db.collection('undef_filter').countDocuments({ owner: { $exists: true } })).toBe(3)
+      expect(await db.collection('undef_filter').countDocuments({ flagged: true })).toBe(0)
+      await expectGoodStored('undef_filter')
+      await wb.close()
+      const other = new WriteBuffer(db)
+      expectInvalid((await Promise.allSettled([other.collection('undef_filter').deleteMany({ owner: query.owner })]))[0], /"owner" is undefined/)
+      await other.close()
+    } finally {
+      await undefClient.close()
+    }
+  })
+
+  it('an _id that is a Symbol, a function or an invalid Date is refused: the server would store another _id than insertedId', async () => {
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
+    const c = wb.collection('bad_ids')
+    const good = goodWrites(wb, 'bad_ids')
+    const results = await Promise.allSettled([
+      c.insertOne({ _id: Symbol('id'), tag: 'sym' } as never),
+      c.insertOne({ _id: fn, tag: 'fn' } as never),
+      c.insertOne({ _id: new Date(NaN), tag: 'date' } as never),
+    ])
+    expectInvalid(results[0], /_id cannot be Symbol\(id\)/)
+    expectInvalid(results[1], /_id cannot be a function/)
+    expectInvalid(results[2], /_id: an invalid Date .*1970-01-01/)
+    expectAllFulfilled(await Promise.allSettled(good))
+    expect(await db.collection('bad_ids').countDocuments({ tag: { $exists: true } })).toBe(0)
+    await expectGoodStored('bad_ids')
+    await wb.close()
+  })
+
+  it('an invalid Date in a document, an update, a replacement or a filter is refused naming its path; nothing stored as 1970-01-01', async () => {
+    await db.collection('bad_dates').insertOne({ _id: 'u' as never, at: new Date(1) })
+    const wb = new WriteBuffer(db, { lingerMs: 20 })
+    const c = wb.collection('bad_dates')
+    const good = goodWrites(wb, 'bad_dates')
+    const bad = new Date('not a date')
+    const results = await Promise.allSettled([
+      c.insertOne({ tag: 'doc', at: bad }),
+      c.updateOne({ _id: 'u' }, { $set: { at: bad } }),
+      c.updateOne({ _id: 'u' }, { $min: { at: bad } }),
+      c.replaceOne({ _id: 'u' }, { at: [bad] }),
+      c.deleteMany({ at: { $gte: bad } }),
+    ])
+    expectInvalid(results[0], /at: an invalid Date/)
+    expectInvalid(results[1], /\$set\.at: an invalid Date/)
+    expectInvalid(results[2], /\$min\.at: an invalid Date/)
+    expectInvalid(results[3], /at\.0: an invalid Date/)
+    expectInvalid(results[4], /at\.\$gte: an invalid Date/)
+    expectAllFulfilled(await Promise.allSettled(good))
+    expect(await db.collection('bad_dates').countDocuments({ at: new Date(0) })).toBe(0)
+    expect(await db.collection('bad_dates').findOne({ _id: 'u' as never })).toEqual({ _id: 'u', at: new Date(1) })
+    await expectGoodStored('bad_dates')
+    await wb.close()
+  })
+})

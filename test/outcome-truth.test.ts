@@ -120,6 +120,34 @@ describe('1. an unsendable write among 50 good ones is refused alone', () => {
     expect(err.message).toMatch(/late\\u0000key/)
     expect(await db.collection('changed_after').countDocuments({ _id: 'late' as never })).toBe(0)
   })
+
+  // the driver's serializer runs the caller's code, which throws its own errors, not a BSONError
+  it('a getter that throws only at send time (armed after insertOne() returned): that insert alone refused, not-sent, naming the error', async () => {
+    const err = await amidGood('armed_getter', 'insert', wb => {
+      let armed = false
+      const doc: Document = { _id: 'late', v: 3 }
+      Object.defineProperty(doc, 'g', { enumerable: true, get () { if (armed) throw new Error('getter armed'); return 1 } })
+      const p = wb.collection('armed_getter').insertOne(doc)
+      armed = true
+      return p
+    })
+    expect(err.code).toBe('WRITE_BUFFER_INVALID_WRITE')
+    expect(err.outcome).toBe('not-sent')
+    expect(err.message).toMatch(/getter armed/)
+    expect(await db.collection('armed_getter').countDocuments({ _id: 'late' as never })).toBe(0)
+  })
+
+  it('a Map given a number key after updateOne() returned (Node throws a TypeError while serializing): that update alone refused, not-sent', async () => {
+    const err = await amidGood('map_number_key', 'update', wb => {
+      const set: Document = { v: 9 }
+      const p = wb.collection('map_number_key').updateOne({ _id: 'late' }, { $set: set }, { upsert: true })
+      set.m = new Map([[1, 'x']])
+      return p
+    })
+    expect(err.code).toBe('WRITE_BUFFER_INVALID_WRITE')
+    expect(err.outcome).toBe('not-sent')
+    expect(await db.collection('map_number_key').countDocuments({ v: 9 })).toBe(0)
+  })
 })
 
 describe('2. a write the server refuses as a whole command fails alone', () => {

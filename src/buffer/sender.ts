@@ -3,7 +3,7 @@ import { ErrorCodes, WriteBufferError } from '../errors.js'
 import { classify, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
 import type { InsertCommand, SentAnswer } from '../mongo/insert-command.js'
 import type { ServerIdentity } from '../mongo/server-identity.js'
-import { isClientSideSendError } from '../write/send-check.js'
+import { foundUnsendable, NOT_SERIALIZER, SERIALIZER_IF_FOUND, serializerFailure } from '../write/send-check.js'
 import type { DriverRetries } from '../mongo/topology.js'
 import type { Logger } from '../options.js'
 import { batchChannel, publishBatch } from '../telemetry.js'
@@ -153,9 +153,7 @@ export class Sender {
       await this.#refused(batch, refusal, span)
     } else if (Array.isArray(writeErrors) && writeErrors.length > 0) {
       await this.#partlyFailed(batch, err as PartialFailure)
-    } else if (isClientSideSendError(err)) {
-      this.#unsendable(batch, err)
-    } else {
+    } else if (!this.#unsendable(batch, err)) {
       this.#wholeFailed(batch, err, span)
     }
   }
@@ -204,18 +202,20 @@ export class Sender {
   }
 
   /**
-   * The driver threw while building or serializing the bulkWrite: nothing was sent. The writes
-   * that cannot be serialized now (changed by their caller after submit) are told so, alone,
-   * naming the field; the others go again at the head of their queue, this attempt uncounted.
+   * The driver threw while building or serializing the bulkWrite, before any I/O (send-check.ts#serializerFailure; if not: false, nothing done). The writes
+   * that cannot be serialized now (changed after submit) fail alone, naming the field; the others go again at the head of their queue, this attempt uncounted.
    */
-  #unsendable (batch: Batch, err: unknown): void {
-    const name = batch.queue.name
-    const { again, refused } = afterUnsendable(batch.ops.filter(op => op.state !== SETTLED), err, name)
+  #unsendable (batch: Batch, err: unknown): boolean {
+    const read = serializerFailure(err, this.driverRetries.mayHaveRetried())
+    if (read === NOT_SERIALIZER) return false
+    const { again, refused } = afterUnsendable(batch.ops.filter(op => op.state !== SETTLED), err, batch.queue.name)
+    if (read === SERIALIZER_IF_FOUND && !foundUnsendable(refused)) return false
     for (const op of again) op.sendAgain(false) // never sent: this attempt does not count
     for (const r of refused) this.settler.reject(r.op, r.err)
     this.#requeue(batch.queue, again)
     this.#return(batch)
-    this.options.logger?.warn({ collection: name, ops: batch.size, refused: refused.length, err: describeError(err) }, 'write buffer: writes that cannot be serialized')
+    this.options.logger?.warn({ collection: batch.queue.name, ops: batch.size, refused: refused.length, err: describeError(err) }, 'write buffer: writes that cannot be serialized')
+    return true
   }
 
   /**

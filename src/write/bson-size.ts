@@ -1,5 +1,5 @@
 import { BSON, ObjectId } from 'mongodb'
-import { findUnsendable } from './unsendable.js'
+import { BAD_DATES, FILTER_VALUES, findUnsendable } from './unsendable.js'
 
 /**
  * BSON size of a document, estimated once per write (the batch byte budget and the 16 MiB
@@ -9,7 +9,8 @@ import { findUnsendable } from './unsendable.js'
  * batch's estimate bounds its real size, and a batch the Dispatcher keeps under maxBatchBytes
  * (≤ 15 MiB) is never split by the driver into two commands (it splits at 16 MiB). Anything
  * estimated over 4 MiB, and anything the walk cannot read (toBSON, Map, unknown BSON types),
- * is measured exactly instead.
+ * is measured exactly instead; so is what may not be sent as written (an invalid Date; in a
+ * filter, a function, a Symbol, undefined), which the exact path names (bsonSize throws).
  * Throws a RangeError on cyclic or absurdly deep values.
  */
 export const EXACT_ABOVE = 4 * 1024 * 1024
@@ -28,7 +29,8 @@ const INT64_MIN = -(2n ** 63n)
 
 class NeedsExact extends Error {}
 
-function valueSize (v: unknown, depth: number): number {
+/** `filter`: IN_FILTER when the value is (in) a filter, else 0. */
+function valueSize (v: unknown, depth: number, filter: number): number {
   switch (typeof v) {
     // short strings: 3 bytes per UTF-16 unit bounds any UTF-8; long ones: measured exactly
     case 'string': return v.length < 64 ? 5 + 3 * v.length : 5 + Buffer.byteLength(v)
@@ -36,16 +38,21 @@ function valueSize (v: unknown, depth: number): number {
     case 'boolean': return 1
     // js-bson writes a BigInt as an int64 and silently wraps one outside its range
     case 'bigint': if (v > INT64_MAX || v < INT64_MIN) throw new RangeError(`${v}n is outside the int64 range`); return 8
-    case 'undefined': return 0
+    // in a filter, what BSON would not send as written is named by the exact path (unsendable.ts)
+    case 'undefined': if (filter !== 0) throw new NeedsExact(); return 0
     case 'object': {
       if (v === null) return 0
       if (Array.isArray(v)) {
         if (depth > MAX_DEPTH) throw new RangeError('value is cyclic or nested too deeply')
         let n = 5
-        for (let i = 0; i < v.length; i++) n += 2 + String(i).length + valueSize(v[i], depth + 1)
+        for (let i = 0; i < v.length; i++) n += 2 + String(i).length + valueSize(v[i], depth + 1, filter)
         return n
       }
-      if (v instanceof Date) return 8
+      if (v instanceof Date) {
+        // an invalid Date (NaN time) is sent as 1970-01-01: the exact path names it
+        if (Number.isNaN(v.getTime())) throw new NeedsExact()
+        return 8
+      }
       if (v instanceof ObjectId) return 12
       // anything else typed (other BSON types, look-alikes from JSON, RegExp, buffers…)
       // is measured exactly by the serializer, which also rejects what it cannot encode
@@ -53,9 +60,9 @@ function valueSize (v: unknown, depth: number): number {
         v instanceof Map || typeof (v as { toBSON?: unknown }).toBSON === 'function') {
         throw new NeedsExact()
       }
-      return objectSize(v as Record<string, unknown>, depth + 1)
+      return objectSize(v as Record<string, unknown>, depth + 1, filter)
     }
-    default: return 0 // functions and symbols are not serialized
+    default: if (filter !== 0) throw new NeedsExact(); return 0 // functions and symbols are not serialized
   }
 }
 
@@ -64,18 +71,25 @@ export const NO_OPERATOR_KEYS = 1
 /** estimateSize rule: leave the top-level `_id` out (the caller is about to give the document a new one). */
 export const SKIP_ID = 2
 
-/** `rules` (estimateSize's) apply to this level's keys only: nested objects are walked with none. */
+/**
+ * bsonSize rule: the value is a filter (or arrayFilters): a function, a Symbol or undefined in
+ * it is refused, since BSON would not send it as written (unsendable.ts, FILTER_VALUES).
+ */
+export const IN_FILTER = 4
+
+/** `rules` apply to this level's keys only (IN_FILTER: to every level): nested objects are walked with IN_FILTER alone. */
 function objectSize (doc: Record<string, unknown>, depth: number, rules = 0): number {
   if (depth > MAX_DEPTH) throw new RangeError('value is cyclic or nested too deeply')
+  const filter = rules & IN_FILTER
   let n = 5
   for (const key in doc) {
     // a NUL byte in a key is not sendable: the exact path finds and names it
     if (key.includes('\0')) throw new NeedsExact()
-    if (rules !== 0) {
+    if ((rules & (NO_OPERATOR_KEYS | SKIP_ID)) !== 0) {
       if ((rules & NO_OPERATOR_KEYS) !== 0 && key.charCodeAt(0) === 36 /* $ */) throw new NeedsExact()
       if ((rules & SKIP_ID) !== 0 && key === '_id') continue
     }
-    n += 2 + 3 * key.length + valueSize(doc[key], depth)
+    n += 2 + 3 * key.length + valueSize(doc[key], depth, filter)
   }
   return n
 }
@@ -100,21 +114,26 @@ export function estimateSize (doc: object, rules: number): number {
 /** bsonSize's estimate of one field's value (the field itself not counted), or -1 as for estimateSize. Never throws. */
 export function estimateValueSize (v: unknown): number {
   try {
-    return valueSize(v, 0)
+    return valueSize(v, 0, 0)
   } catch {
     return -1
   }
 }
 
-export function bsonSize (doc: object): number {
+/**
+ * `rules`: IN_FILTER or 0. Throws a TypeError naming the path of a value the driver cannot
+ * send, or would send as something else than written (an invalid Date; in a filter, a
+ * function, a Symbol, undefined).
+ */
+export function bsonSize (doc: object, rules = 0): number {
   let n: number
   try {
-    n = objectSize(doc as Record<string, unknown>, 0)
+    n = objectSize(doc as Record<string, unknown>, 0, rules)
   } catch (err) {
     if (!(err instanceof NeedsExact)) throw err
-    // the rare values the walk cannot read (RegExp, Map, toBSON, other BSON types, a NUL key)
-    // are also checked for what the serializer would refuse at send time
-    const unsendable = findUnsendable(doc)
+    // the rare values the walk cannot read (RegExp, Map, toBSON, other BSON types, a NUL key,
+    // an invalid Date, a filter's function…) are checked for what would not be sent as written
+    const unsendable = findUnsendable(doc, '', (rules & IN_FILTER) === 0 ? BAD_DATES : BAD_DATES | FILTER_VALUES)
     if (unsendable !== undefined) throw new TypeError(unsendable)
     return exactBsonSize(doc)
   }

@@ -1,6 +1,6 @@
 import { MongoClient, ObjectId } from 'mongodb'
 import type { Document, PkFactory } from 'mongodb'
-import { bsonSize, estimateSize, estimateValueSize, exactBsonSize, EXACT_ABOVE, NO_OPERATOR_KEYS, SKIP_ID } from './bson-size.js'
+import { bsonSize, estimateSize, estimateValueSize, exactBsonSize, EXACT_ABOVE, IN_FILTER, NO_OPERATOR_KEYS, SKIP_ID } from './bson-size.js'
 import { InvalidOptionError, InvalidWriteError, describe } from '../errors.js'
 import { targetOf, targetOfId } from './target.js'
 import { checkPipelineStages, checkUpdateOperators, operatorProblem } from './update-operators.js'
@@ -27,10 +27,10 @@ const STATEMENT_OVERHEAD = 64
 /** What a generated `_id` adds to a document: its key (type byte, `_id`, NUL) and an ObjectId's 12 bytes. */
 const GENERATED_ID_BYTES = 2 + 3 + 12
 
-/** bsonSize of one part of a write (estimated below 4 MiB, exact above), a serialization failure as InvalidWriteError. */
-function sizeOf (what: string, value: object): number {
+/** bsonSize of one part of a write (estimated below 4 MiB, exact above; `rules`: IN_FILTER for a filter), a serialization failure as InvalidWriteError. */
+function sizeOf (what: string, value: object, rules = 0): number {
   try {
-    return bsonSize(value)
+    return bsonSize(value, rules)
   } catch (err) {
     throw new InvalidWriteError(`${what} cannot be serialized to BSON (${(err as Error).message}): ${describe(value)}`)
   }
@@ -149,7 +149,6 @@ function checkNoOperators (what: string, doc: Document): void {
   }
 }
 
-/** Which per-write options a kind of write takes (the driver ignores the others). */
 /**
  * The client's pkFactory (`new MongoClient(url, { pkFactory })`, or the Db's own), unless it
  * is the driver's default: that one makes ObjectIds, as the buffer does itself. The default
@@ -176,7 +175,9 @@ function createPk (pkFactory: PkFactory, doc: Document): unknown {
   } catch (err) {
     throw new InvalidWriteError(`the client's pkFactory.createPk() threw (${(err as Error | null)?.message ?? String(err)}): no _id for ${describe(doc)}`)
   }
-  if (id === undefined || id === null) throw new InvalidWriteError(`the client's pkFactory.createPk() returned ${describe(id)}: no _id for ${describe(doc)}`)
+  if (id === undefined || id === null || typeof id === 'function' || typeof id === 'symbol') {
+    throw new InvalidWriteError(`the client's pkFactory.createPk() returned ${describe(id)}: no _id for ${describe(doc)}`)
+  }
   return id
 }
 
@@ -189,7 +190,10 @@ export function buildInsert (doc: unknown, options: WriteOptions | undefined, pk
   // the hot path: one walk checks the keys and estimates the size, a generated ObjectId `_id`
   // counted in advance (the document is not changed before it is known to be good); anything
   // unusual (a custom pkFactory) or wrong takes the checks one by one, which name the problem
-  const generate = doc._id === undefined || doc._id === null
+  const id: unknown = doc._id
+  const generate = id === undefined || id === null
+  // BSON leaves a function or a Symbol out: the server would store another _id than the one reported
+  if (typeof id === 'function' || typeof id === 'symbol') throw new InvalidWriteError(`_id cannot be ${describe(id)}: BSON does not send it, and the server would give the document another _id`)
   let bytes = pkFactory === undefined || !generate ? estimateSize(doc, generate ? NO_OPERATOR_KEYS | SKIP_ID : NO_OPERATOR_KEYS) : -1
   if (bytes < 0) checkNoOperators('document', doc)
   let ownId = false
@@ -231,7 +235,7 @@ export function buildUpdate (many: boolean, filter: unknown, update: unknown, op
     // the server refuses arrayFilters on a pipeline-style update
     throw new InvalidWriteError('arrayFilters cannot be used with an update pipeline')
   }
-  const bytes = sizeOf('filter', f) + (quick < 0 ? sizeOf('update', u) : quick)
+  const bytes = sizeOf('filter', f, IN_FILTER) + (quick < 0 ? sizeOf('update', u) : quick)
   const body: WriteBody = { filter: f, update: u }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'update')
   const kind: Kind = many ? UPDATE_MANY : UPDATE_ONE
@@ -245,7 +249,7 @@ export function buildReplace (filter: unknown, replacement: unknown, options: Re
   const quick = estimateSize(replacement, NO_OPERATOR_KEYS) // the key check and the size in one walk
   if (quick < 0) checkNoOperators('replacement', replacement)
   checkOptions(options, 'replace')
-  const bytes = sizeOf('filter', f) + (quick < 0 ? sizeOf('replacement', replacement) : quick)
+  const bytes = sizeOf('filter', f, IN_FILTER) + (quick < 0 ? sizeOf('replacement', replacement) : quick)
   const body: WriteBody = { filter: f, replacement }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'replace')
   checkStatement('replace statement (filter, replacement, options)', REPLACE_ONE, body, bytes + extra)
@@ -255,7 +259,7 @@ export function buildReplace (filter: unknown, replacement: unknown, options: Re
 export function buildDelete (many: boolean, filter: unknown, options: DeleteOptions | undefined): WriteOp {
   const f = checkFilter(filter)
   checkOptions(options, 'delete')
-  const bytes = sizeOf('filter', f)
+  const bytes = sizeOf('filter', f, IN_FILTER)
   const body: WriteBody = { filter: f }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'delete')
   const kind: Kind = many ? DELETE_MANY : DELETE_ONE
@@ -278,7 +282,7 @@ function copyExtras (body: WriteBody, options: UpdateOptions, set: OptionSet): n
   if (set !== 'delete' && options.upsert !== undefined) body.upsert = options.upsert
   if (set === 'update' && options.arrayFilters !== undefined) {
     body.arrayFilters = options.arrayFilters
-    bytes += sizeOf('arrayFilters', options.arrayFilters)
+    bytes += sizeOf('arrayFilters', options.arrayFilters, IN_FILTER)
   }
   if (options.collation !== undefined) {
     body.collation = options.collation

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { Document } from 'mongodb'
 import { ErrorCodes, InvalidWriteError } from '../../src/index.js'
+import { buildInsert } from '../../src/write/build-op.js'
 import { settle } from './fake-db.js'
 import { harness, type Coll } from './harness.js'
 
@@ -9,6 +10,9 @@ type Loose = Record<Exclude<keyof Coll, 'collectionName'>, (...args: unknown[]) 
 
 const circular: Document = { a: 1 }
 circular.self = circular
+const fn = (): number => 1
+/** a method passed where its result was meant: `user.id` for `user.id()` */
+const user = { name: 'ann', id (): string { return this.name } }
 
 // [description, call, what the message must name]
 const bad: Array<[string, (c: Loose) => Promise<unknown>, RegExp]> = [
@@ -45,6 +49,26 @@ const bad: Array<[string, (c: Loose) => Promise<unknown>, RegExp]> = [
   ['a Proxy whose traps throw', c => c.insertOne(new Proxy({}, { ownKeys () { throw new Error('trap') }, get () { throw new Error('trap') } })), /invalid write: trap|an unreadable value/],
   ['a document nested 185 levels deep (the server refuses a command past 200)', c => c.insertOne(nested(185)), /nested too deeply/],
   ['a BigInt outside int64 (js-bson would store it wrapped)', c => c.insertOne({ n: 2n ** 70n }), /outside the int64 range/],
+  // values BSON would not send as written: a filter losing a field selects documents it does not name
+  ['a function as a filter value (sent as {}: every document)', c => c.updateMany({ owner: user.id }, { $set: { a: 1 } }), /"owner" is a function, which BSON does not send/],
+  ['a Symbol as a filter value', c => c.deleteMany({ owner: Symbol.for('ann') }), /"owner" is a Symbol/],
+  ['a function in $in', c => c.deleteMany({ owner: { $in: ['bob', fn] } }), /"owner\.\$in\.1" is a function/],
+  ['a function in $nin (sent as $nin: []: every document)', c => c.deleteMany({ owner: { $nin: [fn] } }), /"owner\.\$nin\.0" is a function/],
+  ['a Symbol inside $and', c => c.deleteOne({ $and: [{ a: 1 }, { owner: Symbol('x') }] }), /"\$and\.1\.owner" is a Symbol/],
+  ['a function as $where (sent as {})', c => c.deleteMany({ $where: fn }), /"\$where" is a function/],
+  ['a function in a Map in a filter', c => c.deleteOne({ a: new Map([['b', fn]]) }), /"a\.b" is a function/],
+  ['undefined as a filter value (left out with ignoreUndefined: every document)', c => c.deleteMany({ owner: undefined }), /"owner" is undefined: sent as null .* ignoreUndefined/],
+  ['undefined nested in a filter', c => c.updateOne({ a: { $elemMatch: { b: undefined } } }, { $set: { a: 1 } }), /"a\.\$elemMatch\.b" is undefined/],
+  ['a function in arrayFilters', c => c.updateOne({ _id: 1 }, { $set: { 'a.$[e].v': 1 } }, { arrayFilters: [{ 'e.k': fn }] }), /"0\.e\.k" is a function/],
+  ['a Symbol _id (the server would store another _id)', c => c.insertOne({ _id: Symbol('id') }), /_id cannot be Symbol\(id\): BSON does not send it/],
+  ['a function _id', c => c.insertOne({ _id: fn }), /_id cannot be a function/],
+  ['an invalid Date _id (stored as 1970-01-01)', c => c.insertOne({ _id: new Date(NaN) }), /_id: an invalid Date .* 1970-01-01/],
+  ['an invalid Date in a document', c => c.insertOne({ a: [{ at: new Date('not a date') }] }), /a\.0\.at: an invalid Date/],
+  ['an invalid Date in a Map in a document', c => c.insertOne({ m: new Map([['at', new Date(NaN)]]) }), /m\.at: an invalid Date/],
+  ['an invalid Date in $set', c => c.updateOne({ _id: 1 }, { $set: { at: new Date(NaN) } }), /\$set\.at: an invalid Date/],
+  ['an invalid Date in $max', c => c.updateOne({ _id: 1 }, { $max: { at: new Date(NaN) } }), /\$max\.at: an invalid Date/],
+  ['an invalid Date in a replacement', c => c.replaceOne({ _id: 1 }, { at: new Date(NaN) }), /at: an invalid Date/],
+  ['an invalid Date in a filter', c => c.deleteMany({ at: { $lt: new Date(NaN) } }), /at\.\$lt: an invalid Date/],
 ]
 
 function nested (levels: number): Document {
@@ -85,6 +109,24 @@ describe('invalid writes', () => {
     for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(InvalidWriteError)
     expect(fake.calls.map(call => call.ids)).toEqual([[1, 2, 3], [4]])
     expect(wb.stats()).toMatchObject({ flushedOps: 4, pending: 0 })
+  })
+
+  it('what BSON sends as written is still accepted: null and undefined in a filter array, valid Dates, a function field of a document (left out, as the driver does)', async () => {
+    const { fake, c } = harness()
+    const l = c as unknown as Loose
+    await Promise.all([
+      c.deleteMany({ owner: null }),
+      c.deleteMany({ owner: { $in: [null, undefined, 'ann'] } }),
+      c.updateOne({ _id: 1 }, { $set: { at: new Date(0), b: undefined } }),
+      c.insertOne({ _id: 2, at: new Date(), f: fn }),
+      l.updateOne({ _id: 3 }, { $set: { f: fn } }),
+    ])
+    expect(fake.calls.flatMap(call => call.kinds)).toHaveLength(5)
+  })
+
+  it('a pkFactory whose createPk() returns a Symbol or a function: refused (BSON would leave the _id out)', () => {
+    expect(() => buildInsert({}, undefined, { createPk: () => Symbol('pk') })).toThrow(/createPk\(\) returned Symbol\(pk\)/)
+    expect(() => buildInsert({}, undefined, { createPk: () => fn })).toThrow(/createPk\(\) returned a function/)
   })
 
   it('an invalid collection name throws InvalidWriteError at once', () => {

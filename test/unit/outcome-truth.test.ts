@@ -199,6 +199,78 @@ describe('what cannot be sent never joins a batch', () => {
   })
 })
 
+describe('a serializer failure raised by the caller\'s own code or value at send time (a getter, a toBSON(), a Proxy trap, a Map key)', () => {
+  /** As the driver does: serializes every statement when sending, running the caller's getters and toBSON()s. */
+  const serializing: Responder = (call, db) => {
+    for (const body of call.raw) BSON.serialize(body)
+    return apply(call, db)
+  }
+  /** Makes `o` fail to serialize from the time `arm()` is called: a getter, toBSON or Proxy trap that throws only then. */
+  const armed = (install: (o: Document, isArmed: () => boolean) => void) => (o: Document): () => void => {
+    let on = false
+    install(o, () => on)
+    return () => { on = true }
+  }
+  const spoilers: Array<[string, (o: Document) => () => void, RegExp]> = [
+    ['a getter that throws only at send time', armed((o, on) => Object.defineProperty(o, 'g', { enumerable: true, get () { if (on()) throw new Error('getter armed'); return 1 } })), /getter armed/],
+    ['a toBSON() that throws only at send time', armed((o, on) => { o.v = { toBSON () { if (on()) throw new Error('toBSON armed'); return { x: 1 } } } }), /toBSON armed/],
+    ['a Proxy whose trap throws only at send time', armed((o, on) => { o.p = new Proxy({ a: 1 }, { ownKeys (t) { if (on()) throw new Error('trap armed'); return Reflect.ownKeys(t) } }) }), /trap armed/],
+    ['a Map given a number key after submit', o => () => { o.m = new Map([[1, 'x']]) }, /string/],
+  ]
+
+  for (const kind of ['insert', 'update'] as const) {
+    it.each(spoilers)(`${kind}, %s: it fails alone (not-sent, naming why), its batch-mates are sent`, async (_name, spoil, message) => {
+      const { fake, c } = harness(FAST)
+      fake.fallback = serializing
+      // the inserted documents, or the $set operands of upserts by _id
+      const parts: Document[] = [1, 2, 3].map(i => kind === 'insert' ? { _id: i } : { v: i })
+      const arm = spoil(parts[1] as Document)
+      const writes = parts.map((p, i) => settle<unknown>(kind === 'insert' ? c.insertOne(p) : c.updateOne({ _id: i + 1 }, { $set: p }, { upsert: true })))
+      arm() // same tick: before the batch is sent
+      const results = await Promise.all(writes)
+      expect(results[0]?.status).toBe('fulfilled')
+      expect(results[2]?.status).toBe('fulfilled')
+      const err = results[1]?.status === 'rejected' ? results[1].reason as Document : {}
+      expect(err).toMatchObject({ code: ErrorCodes.INVALID_WRITE, outcome: 'not-sent' })
+      expect(err.message).toMatch(message)
+      expect(fake.docs('c').map(d => d._id)).toEqual([1, 3])
+    })
+  }
+
+  it('the same error with no write unsendable now (a bug of a wrapped Collection, say): the whole batch fails as before, outcome unknown', async () => {
+    const { fake, c } = harness(FAST)
+    fake.next(() => { throw new TypeError('not the serializer') })
+    const results = await Promise.all([1, 2, 3].map(i => settle(c.insertOne({ _id: i }))))
+    for (const r of results) expect(r.status === 'rejected' && r.reason).toMatchObject({ code: ErrorCodes.BATCH_FAILED, outcome: 'unknown' })
+  })
+
+  it('where the driver may have resent the batch (a replica set): not read as the serializer\'s, its retry may follow an attempt that went out', async () => {
+    const { fake, c } = harness(FAST, 'replset')
+    fake.fallback = serializing
+    const bad: Document = { _id: 2 }
+    const arm = (spoilers[0] as [string, (o: Document) => () => void, RegExp])[1](bad)
+    const writes = [{ _id: 1 }, bad, { _id: 3 }].map(d => settle(c.insertOne(d)))
+    arm()
+    const results = await Promise.all(writes)
+    expect(results.map(r => r.status === 'rejected' && (r.reason as Document).outcome)).toEqual(['unknown', 'unknown', 'unknown'])
+  })
+
+  it('a socket\'s error while a write cannot be serialized now: that write is never told not-sent (its bytes may have gone out)', async () => {
+    useFakeClock()
+    const { fake, c } = harness(FAST)
+    fake.fallback = serializing
+    const bad: Document = { _id: 2 }
+    const arm = (spoilers[0] as [string, (o: Document) => () => void, RegExp])[1](bad)
+    fake.next(() => { arm(); throw Object.assign(new Error('write ECONNRESET'), { code: 'ECONNRESET', errno: -104, syscall: 'write' }) })
+    const writes = Promise.all([{ _id: 1 }, bad, { _id: 3 }].map(d => settle(c.insertOne(d))))
+    const settled = await fastForward(writes)
+    const results = settled.status === 'fulfilled' ? settled.value : []
+    expect(results[1]?.status === 'rejected' && results[1].reason).toMatchObject({ code: ErrorCodes.INVALID_WRITE, outcome: 'unknown' })
+    expect(results[0]?.status).toBe('fulfilled')
+    expect(results[2]?.status).toBe('fulfilled')
+  })
+})
+
 describe('retry-safe means a resend cannot reach another document', () => {
   it('an updateOne on a non-_id filter is not sent again after an unknown outcome; with uniqueFilter it is', async () => {
     useFakeClock()
