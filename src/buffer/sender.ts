@@ -39,10 +39,7 @@ export class Sender {
   readonly queueWait = new Latency()
   /** bulkWrite sent → answered */
   readonly roundTrip = new Latency()
-  /**
-   * Told the writes the server acknowledged, once per batch, before their callers are
-   * resolved (the cache bus publishes them); `upsertedIdOf(i)` is the i-th one's upserted _id.
-   */
+  /** told the writes the server acknowledged, once per batch, before their callers are resolved (the cache bus publishes them); `upsertedIdOf(i)`: the i-th's upserted _id */
   onAcknowledged: ((name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown) => void) | undefined
   /** batches refused as a whole command and split to isolate the writes to blame (stats) */
   isolated = 0
@@ -287,7 +284,10 @@ export class Sender {
 
   /** Some writes were refused by the server; the others were acknowledged (or never executed). */
   async #partlyFailed (batch: Batch, err: PartialFailure): Promise<void> {
-    if (!indexesProven(batch.ops, await this.identity.reportsStatements())) return await this.#refused(batch, err, undefined, unprovenFailure(err))
+    if (!indexesProven(batch.ops, await this.identity.reportsStatements())) {
+      await this.#refused(batch, err, undefined, unprovenFailure(err))
+      return
+    }
     const queue = batch.queue
     const ids = new PartialFailureReader(err, queue.ordered, queue.name).idsToConfirm(batch.ops)
     const out = new IsolationOutcome()
