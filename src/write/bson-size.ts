@@ -1,5 +1,5 @@
 import { BSON, ObjectId } from 'mongodb'
-import { BAD_DATES, FILTER_VALUES, findUnsendable } from './unsendable.js'
+import { BAD_DATES, CODE_VALUES, FILTER_VALUES, findUnsendable } from './unsendable.js'
 
 /**
  * BSON size of a document, estimated once per write (the batch byte budget and the 16 MiB
@@ -39,7 +39,7 @@ function valueSize (v: unknown, depth: number, filter: number): number {
     // js-bson writes a BigInt as an int64 and silently wraps one outside its range
     case 'bigint': if (v > INT64_MAX || v < INT64_MIN) throw new RangeError(`${v}n is outside the int64 range`); return 8
     // in a filter, what BSON would not send as written is named by the exact path (unsendable.ts)
-    case 'undefined': if (filter !== 0) throw new NeedsExact(); return 0
+    case 'undefined': if ((filter & IN_FILTER) !== 0) throw new NeedsExact(); return 0
     case 'object': {
       if (v === null) return 0
       if (Array.isArray(v)) {
@@ -62,7 +62,7 @@ function valueSize (v: unknown, depth: number, filter: number): number {
       }
       return objectSize(v as Record<string, unknown>, depth + 1, filter)
     }
-    default: if (filter !== 0) throw new NeedsExact(); return 0 // functions and symbols are not serialized
+    default: if (filter !== 0) throw new NeedsExact(); return 0 // functions and symbols are not serialized: named in a filter or an update
   }
 }
 
@@ -76,11 +76,17 @@ export const SKIP_ID = 2
  * it is refused, since BSON would not send it as written (unsendable.ts, FILTER_VALUES).
  */
 export const IN_FILTER = 4
+/**
+ * bsonSize rule: the value is (in) an update. A function or a Symbol in it is refused too: BSON
+ * leaves it out, so `$set: { a: fn }` would do nothing and `$pull: { items: { owner: fn } }`
+ * would pull every element.
+ */
+export const IN_UPDATE = 8
 
 /** `rules` apply to this level's keys only (IN_FILTER: to every level): nested objects are walked with IN_FILTER alone. */
 function objectSize (doc: Record<string, unknown>, depth: number, rules = 0): number {
   if (depth > MAX_DEPTH) throw new RangeError('value is cyclic or nested too deeply')
-  const filter = rules & IN_FILTER
+  const filter = rules & (IN_FILTER | IN_UPDATE)
   let n = 5
   for (const key in doc) {
     // a NUL byte in a key is not sendable: the exact path finds and names it
@@ -112,9 +118,9 @@ export function estimateSize (doc: object, rules: number): number {
 }
 
 /** bsonSize's estimate of one field's value (the field itself not counted), or -1 as for estimateSize. Never throws. */
-export function estimateValueSize (v: unknown): number {
+export function estimateValueSize (v: unknown, rules = 0): number {
   try {
-    return valueSize(v, 0, 0)
+    return valueSize(v, 0, rules & (IN_FILTER | IN_UPDATE))
   } catch {
     return -1
   }
@@ -133,7 +139,7 @@ export function bsonSize (doc: object, rules = 0): number {
     if (!(err instanceof NeedsExact)) throw err
     // the rare values the walk cannot read (RegExp, Map, toBSON, other BSON types, a NUL key,
     // an invalid Date, a filter's function…) are checked for what would not be sent as written
-    const unsendable = findUnsendable(doc, '', (rules & IN_FILTER) === 0 ? BAD_DATES : BAD_DATES | FILTER_VALUES)
+    const unsendable = findUnsendable(doc, '', (rules & IN_FILTER) !== 0 ? BAD_DATES | FILTER_VALUES : (rules & IN_UPDATE) !== 0 ? BAD_DATES | CODE_VALUES : BAD_DATES)
     if (unsendable !== undefined) throw new TypeError(unsendable)
     return exactBsonSize(doc)
   }

@@ -1,6 +1,6 @@
 import { MongoClient, ObjectId } from 'mongodb'
 import type { Document, PkFactory } from 'mongodb'
-import { bsonSize, estimateSize, estimateValueSize, exactBsonSize, EXACT_ABOVE, IN_FILTER, NO_OPERATOR_KEYS, SKIP_ID } from './bson-size.js'
+import { bsonSize, estimateSize, estimateValueSize, exactBsonSize, EXACT_ABOVE, IN_FILTER, IN_UPDATE, NO_OPERATOR_KEYS, SKIP_ID } from './bson-size.js'
 import { InvalidOptionError, InvalidWriteError, describe } from '../errors.js'
 import { targetOf, targetOfId } from './target.js'
 import { checkPipelineStages, checkUpdateOperators, operatorProblem } from './update-operators.js'
@@ -101,7 +101,7 @@ function quickUpdate (update: unknown): number {
       if (op.charCodeAt(0) !== 36 /* $ */) return -1
       const arg: unknown = update[op]
       if (!isEmbeddable(arg) || operatorProblem(op, arg) !== undefined) return -1
-      const v = estimateValueSize(arg)
+      const v = estimateValueSize(arg, IN_UPDATE)
       if (v < 0) return -1
       n += 2 + op.length + v
     }
@@ -235,7 +235,7 @@ export function buildUpdate (many: boolean, filter: unknown, update: unknown, op
     // the server refuses arrayFilters on a pipeline-style update
     throw new InvalidWriteError('arrayFilters cannot be used with an update pipeline')
   }
-  const bytes = sizeOf('filter', f, IN_FILTER) + (quick < 0 ? sizeOf('update', u) : quick)
+  const bytes = sizeOf('filter', f, IN_FILTER) + (quick < 0 ? sizeOf('update', u, IN_UPDATE) : quick)
   const body: WriteBody = { filter: f, update: u }
   const extra = options === undefined ? 0 : copyExtras(body, options, 'update')
   const kind: Kind = many ? UPDATE_MANY : UPDATE_ONE

@@ -9,6 +9,8 @@ export const BAD_DATES = 1
  * its meaning would depend on the client; in an array it is always null).
  */
 export const FILTER_VALUES = 2
+/** findUnsendable's `mode`: the value is (in) an update, so also a function or a Symbol, which BSON leaves out. */
+export const CODE_VALUES = 4
 
 /**
  * What the driver's BSON serializer refuses to send, found before it is asked to: a NUL byte
@@ -29,7 +31,7 @@ export function findUnsendable (value: unknown, path = '', mode = 0): string | u
 const MAX_DEPTH = 200
 
 function walk (v: unknown, path: string, depth: number, mode: number): string | undefined {
-  if (typeof v !== 'object' || v === null) return (mode & FILTER_VALUES) === 0 ? undefined : filterValueProblem(v, path)
+  if (typeof v !== 'object' || v === null) return (mode & (FILTER_VALUES | CODE_VALUES)) === 0 ? undefined : valueProblem(v, path, mode)
   if (depth > MAX_DEPTH) return undefined
   if (v instanceof RegExp) return regexProblem(v.source, v.flags, path)
   if (v instanceof Date) {
@@ -74,13 +76,14 @@ function walk (v: unknown, path: string, depth: number, mode: number): string | 
   return undefined
 }
 
-/** A filter's primitive value that BSON would not send as written (FILTER_VALUES). */
-function filterValueProblem (v: unknown, path: string): string | undefined {
-  const at = path === '' ? 'the filter' : JSON.stringify(path)
+/** A primitive value that BSON would not send as written: in a filter (FILTER_VALUES) or an update (CODE_VALUES). */
+function valueProblem (v: unknown, path: string, mode: number): string | undefined {
+  const filter = (mode & FILTER_VALUES) !== 0
+  const at = path === '' ? (filter ? 'the filter' : 'the value') : JSON.stringify(path)
   if (typeof v === 'function' || typeof v === 'symbol') {
-    return `${at} is a ${typeof v === 'symbol' ? 'Symbol' : 'function'}, which BSON does not send: the filter would select documents it does not name`
+    return `${at} is a ${typeof v === 'symbol' ? 'Symbol' : 'function'}, which BSON does not send: ${filter ? 'the filter would select documents it does not name' : 'the update would do something else than written'}`
   }
-  if (v !== undefined) return undefined
+  if (v !== undefined || !filter) return undefined
   return `${at} is undefined: sent as null (matching a missing field), or left out on a client with ignoreUndefined (selecting documents the filter does not name); write null to match a missing field`
 }
 

@@ -69,6 +69,11 @@ const bad: Array<[string, (c: Loose) => Promise<unknown>, RegExp]> = [
   ['an invalid Date in $max', c => c.updateOne({ _id: 1 }, { $max: { at: new Date(NaN) } }), /\$max\.at: an invalid Date/],
   ['an invalid Date in a replacement', c => c.replaceOne({ _id: 1 }, { at: new Date(NaN) }), /at: an invalid Date/],
   ['an invalid Date in a filter', c => c.deleteMany({ at: { $lt: new Date(NaN) } }), /at\.\$lt: an invalid Date/],
+  // in an update, BSON leaving a function or a Symbol out changes what the update does
+  ['a function in a $pull condition (sent as {}: pulls every element)', c => c.updateOne({ _id: 1 }, { $pull: { items: { owner: user.id } } }), /"\$pull\.items\.owner" is a function, which BSON does not send/],
+  ['a function as a $set value (sent as nothing: the update does nothing)', c => c.updateOne({ _id: 1 }, { $set: { a: fn } }), /"\$set\.a" is a function/],
+  ['a Symbol as a $push value', c => c.updateMany({}, { $push: { tags: Symbol('t') } }), /"\$push\.tags" is a Symbol/],
+  ['a function in a pipeline update', c => c.updateOne({ _id: 1 }, [{ $set: { a: fn } }]), /"0\.\$set\.a" is a function/],
 ]
 
 function nested (levels: number): Document {
@@ -119,7 +124,7 @@ describe('invalid writes', () => {
       c.deleteMany({ owner: { $in: [null, undefined, 'ann'] } }),
       c.updateOne({ _id: 1 }, { $set: { at: new Date(0), b: undefined } }),
       c.insertOne({ _id: 2, at: new Date(), f: fn }),
-      l.updateOne({ _id: 3 }, { $set: { f: fn } }),
+      l.updateOne({ _id: 3 }, { $set: { f: null } }),
     ])
     expect(fake.calls.flatMap(call => call.kinds)).toHaveLength(5)
   })
