@@ -60,6 +60,9 @@ function valueSize (v: unknown, depth: number, filter: number): number {
         v instanceof Map || typeof (v as { toBSON?: unknown }).toBSON === 'function') {
         throw new NeedsExact()
       }
+      // a class instance: BSON sends its own fields only (not what it inherits), measured exactly
+      const proto: unknown = Object.getPrototypeOf(v)
+      if (proto !== Object.prototype && proto !== null) throw new NeedsExact()
       return objectSize(v as Record<string, unknown>, depth + 1, filter)
     }
     default: if (filter !== 0) throw new NeedsExact(); return 0 // functions and symbols are not serialized: named in a filter or an update

@@ -69,11 +69,19 @@ function walk (v: unknown, path: string, depth: number, mode: number): string | 
     }
     return undefined
   }
-  for (const k in v) {
-    const found = keyProblem(k, path) ?? walk((v as Record<string, unknown>)[k], join(path, k), depth + 1, mode)
+  // own keys, as BSON sends them (Object.keys); a class instance's function-valued fields are
+  // left out by BSON as its methods are: a value problem is looked for through plain objects only
+  const inner = isPlainObject(v) ? mode : mode & ~(FILTER_VALUES | CODE_VALUES)
+  for (const k of Object.keys(v)) {
+    const found = keyProblem(k, path) ?? walk((v as Record<string, unknown>)[k], join(path, k), depth + 1, inner)
     if (found !== undefined) return found
   }
   return undefined
+}
+
+function isPlainObject (v: object): boolean {
+  const proto: unknown = Object.getPrototypeOf(v)
+  return proto === Object.prototype || proto === null
 }
 
 /** A primitive value that BSON would not send as written: in a filter (FILTER_VALUES) or an update (CODE_VALUES). */

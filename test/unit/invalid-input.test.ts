@@ -129,6 +129,22 @@ describe('invalid writes', () => {
     expect(fake.calls.flatMap(call => call.kinds)).toHaveLength(5)
   })
 
+  it('a class instance is sent as its own fields: its methods, inherited or arrow-function fields, are left out (as BSON does), not refused', async () => {
+    function Money (this: { amount: number }, amount: number): void { this.amount = amount }
+    Money.prototype.format = function (this: { amount: number }): string { return `$${this.amount}` } // ES5: enumerable, inherited
+    class Price { amount = 5; format = (): string => `$${this.amount}` }
+    const money = new (Money as unknown as new (a: number) => object)(5)
+    const { fake, c } = harness()
+    await Promise.all([
+      c.updateOne({ _id: 1 }, { $set: { price: money } }),
+      c.updateOne({ price: money }, { $set: { x: 1 } }),
+      c.updateOne({ _id: 2 }, { $set: { price: new Price() } }),
+      c.updateOne({ _id: 3 }, { $push: { prices: new Price() } }),
+      c.insertOne({ _id: 4, price: new Price() }),
+    ])
+    expect(fake.calls.flatMap(call => call.kinds)).toHaveLength(5)
+  })
+
   it('a pkFactory whose createPk() returns a Symbol or a function: refused (BSON would leave the _id out)', () => {
     expect(() => buildInsert({}, undefined, { createPk: () => Symbol('pk') })).toThrow(/createPk\(\) returned Symbol\(pk\)/)
     expect(() => buildInsert({}, undefined, { createPk: () => fn })).toThrow(/createPk\(\) returned a function/)
