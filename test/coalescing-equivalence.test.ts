@@ -154,4 +154,14 @@ describe('coalescing equals one by one', () => {
       ['updateOne', { _id: 1 }, { $addToSet: { t: big } }],
     ])
   })
+
+  it('a lingering write and what it carries count whole against the batch budget when taken: writes kept behind it still fit', async () => {
+    const big = 'x'.repeat(7 * 1024 * 1024)
+    await expectSame([{ _id: 1, t: [] }], () => [
+      ['updateOne', { _id: 1 }, { $addToSet: { t: 'small' } }, { lingerMs: 50 }],
+      ['updateOne', { _id: 1 }, { $addToSet: { t: big } }],
+      ['updateOne', { _id: 1 }, { $addToSet: { t: big } }],
+      ['updateOne', { _id: 1 }, { $addToSet: { t: big } }],
+    ], { maxBatchBytes: 15 * 1024 * 1024 })
+  })
 })

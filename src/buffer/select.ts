@@ -137,7 +137,8 @@ export function select (list: ListWindow, targets: Targets, limits: Limits, at: 
       if (!ordered && targets.isHead(op)) (blocked ??= new Set()).add(op.target)
       continue
     }
-    if (batch !== null && (batch.length >= maxCount || bytes + op.bytes > maxBytes)) break
+    // a write's size with what is coalesced into it (a lingering write carries the writes that joined it)
+    if (batch !== null && (batch.length >= maxCount || bytes + op.bytes + op.carried > maxBytes)) break
     if (op.lingerUntil > 0) {
       if (op.lingerUntil > now && !flushing) {
         // it waits for company of its own target: the linger timer wakes the pump at its end
@@ -165,9 +166,9 @@ export function select (list: ListWindow, targets: Targets, limits: Limits, at: 
       if (holder !== undefined) {
         // coalesced into the write of this batch holding its target, unless writes parked there go first
         if (coalesce && holder.state === QUEUED && !(parkedNow?.get(target) ?? targets.parkedOf(target) !== undefined) && !op.alone && !holder.alone &&
-          bytes + op.bytes <= maxBytes && tryCoalesce(holder, op)) {
+          bytes + op.bytes + op.carried <= maxBytes && tryCoalesce(holder, op)) {
           ;(out.coalesced ??= []).push(op)
-          bytes += op.bytes // the coalesced update grows: it counts against the batch budget
+          bytes += op.bytes + op.carried // the coalesced update grows: it counts against the batch budget
           continue
         }
         ;(out.parked ??= []).push(op) // it cannot go before its holder returns
@@ -183,7 +184,7 @@ export function select (list: ListWindow, targets: Targets, limits: Limits, at: 
     command = c
     targets.hold(target, op)
     ;(batch ??= []).push(op)
-    bytes += op.bytes
+    bytes += op.bytes + op.carried
     // writes of its target parked behind an earlier holder may coalesce into it now
     const chain = ordered ? undefined : targets.parkedOf(target)
     if (chain !== undefined) {
@@ -191,9 +192,9 @@ export function select (list: ListWindow, targets: Targets, limits: Limits, at: 
       for (let k = 0; !left && k < chain.length; k++) {
         const next = chain[k] as WriteOp
         if (next.state !== QUEUED) continue // aborted, expired or settled while parked
-        if (next.alone || bytes + next.bytes > maxBytes || !tryCoalesce(op, next)) left = true
+        if (next.alone || bytes + next.bytes + next.carried > maxBytes || !tryCoalesce(op, next)) left = true
         else {
-          bytes += next.bytes
+          bytes += next.bytes + next.carried
           ;(out.coalesced ??= []).push(next)
         }
       }
