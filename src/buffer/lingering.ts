@@ -19,17 +19,16 @@ export class Lingering {
 
   /**
    * Coalesces `op` into the lingering write of its target if it can (returns true); otherwise
-   * `op` becomes its target's lingering write if it lingers itself. It joins only a write with
-   * the same deadline (none, most often): a queued write expires with the writes it carries, so
-   * a write joining one with an earlier deadline would time out before its own, and a write
-   * with an earlier deadline than its leader's would be sent after it (the sweep sees leaders
-   * only). Nor past the batch budget: one merged update must fit in one command (16 MiB).
+   * `op` becomes its target's lingering write if it lingers itself. A queued write expires with
+   * the writes it carries (the sweep sees leaders only), so `op` joins only where its own
+   * deadline is kept (joinable): never past the batch budget either (one merged update must fit
+   * in one command, 16 MiB).
    */
   join (op: WriteOp, coalesce: boolean): boolean {
     const target = op.target
     const leader = this.#leaders?.get(target)
     if (leader !== undefined) {
-      if (coalesce && leader.state === QUEUED && !leader.alone && !op.alone && op.deadline === leader.deadline &&
+      if (coalesce && leader.state === QUEUED && !leader.alone && !op.alone && joinable(op.deadline, leader.deadline) &&
         leader.bytes + leader.carried + op.bytes <= this.maxBytes && tryCoalesce(leader, op)) {
         return true
       }
@@ -61,4 +60,17 @@ export class Lingering {
     this.#leaders = null
     this.end = 0
   }
+}
+
+/**
+ * Whether a write with deadline `own` may travel with a lingering write whose deadline is
+ * `leader`'s (0 = none): both none; or both set, the leader's first — the joiner can then time
+ * out with it, early by at most the time the leader has left (so never by more than half of
+ * its own wait: with writeTimeoutMs, every write of a linger joins). A joiner whose deadline
+ * comes first stays behind and brings the leader's send forward instead; a deadline joining
+ * none, or none joining one, would be lost or cut short.
+ */
+export function joinable (own: number, leader: number): boolean {
+  if (own === 0 || leader === 0) return own === leader
+  return own >= leader && own - leader <= leader - Date.now()
 }

@@ -4,6 +4,7 @@ import type { Db } from 'mongodb'
 import { WriteBuffer, type WriteBufferOptions } from '../../src/index.js'
 import { apply, hold, pause, track } from './fake-db.js'
 import { harness } from './harness.js'
+import { joinable } from '../../src/buffer/lingering.js'
 
 /** Every bulkWrite is recorded (models as sent) and answered by `answer` (default: ok). */
 function fakeDb (answer: (n: number) => unknown = () => ({ upsertedIds: {} })) {
@@ -249,5 +250,38 @@ describe('a write joins a lingering one only when it can travel with it', () => 
     await expect(patient.promise).resolves.toMatchObject({ status: 'fulfilled' })
     expect((await stuck.promise).status).toBe('fulfilled')
     expect(fake.docs('c')).toEqual([{ _id: 1, a: 1, c: 1 }])
+  })
+})
+
+describe('lingering writes with deadlines still merge', () => {
+  it('with writeTimeoutMs, writes to one document within a linger merge as without it (each deadline is its own millisecond)', async () => {
+    const statements = async (options: WriteBufferOptions): Promise<number> => {
+      const { fake, c, wb } = harness(options)
+      const writes: Array<Promise<unknown>> = []
+      for (let i = 0; i < 60; i++) {
+        writes.push(c.updateOne({ _id: 1 }, { $inc: { n: 1 } }, { upsert: true, lingerMs: 300 }))
+        await pause(2)
+      }
+      await Promise.all(writes)
+      await wb.flush()
+      expect(fake.docs('c')).toEqual([{ _id: 1, n: 60 }])
+      return fake.calls.reduce((n, call) => n + call.models.length, 0)
+    }
+    const none = await statements({})
+    const timed = await statements({ writeTimeoutMs: 10_000 })
+    expect(none).toBeLessThanOrEqual(3)
+    expect(timed).toBe(none) // was 60: one statement per write, each waiting out its own linger
+  })
+})
+
+describe('joinable: whose deadline a lingering write can carry', () => {
+  it('none with none; a later deadline by no more than the leader has left; never none with one, nor an earlier one', () => {
+    const now = Date.now()
+    expect(joinable(0, 0)).toBe(true)
+    expect(joinable(now + 10_050, now + 10_000)).toBe(true) // writeTimeoutMs: 50 ms later
+    expect(joinable(now + 60_000, now + 100)).toBe(false) // it would time out 59.9 s early with the leader
+    expect(joinable(now + 100, now + 10_000)).toBe(false) // its deadline first: it stays behind
+    expect(joinable(0, now + 100)).toBe(false)
+    expect(joinable(now + 100, 0)).toBe(false)
   })
 })
