@@ -234,9 +234,11 @@ describe('6. write errors of an update command tell the truth, whatever index th
         else if (reasonOf(t).outcome === 'rejected') expect({ i, n }).toEqual({ i, n: i === 3 ? 'str' : 0 })
         else expect(reasonOf(t).outcome).toBe('unknown')
         expect({ i, n }).not.toEqual({ i, n: 2 }) // never applied twice
+        // the server's code only where it is proven this write's (an app may map 14 to a 4xx)
+        if (t.status === 'rejected' && i !== 3) expect({ i, code: reasonOf(t).code }).not.toEqual({ i, code: 14 })
       }
       expect(docs[3]?.n).toBe('str')
-      expect(reasonOf(told[3]).code).toBe(14)
+      expect(told[3]?.status).toBe('rejected')
     })
   }
 })

@@ -92,6 +92,12 @@ export function indexesProven (ops: readonly WriteOp[], reportsStatements: boole
   return reportsStatements || ops.length < 2 || (ops[0] as WriteOp).kind === INSERT
 }
 
+/** Whether `refusal` is a reply's write errors (from a server whose indexes are not proven: the only ones isolated), not a refusal of the command. */
+function unprovenStatement (refusal: unknown): boolean {
+  const writeErrors = (refusal as { writeErrors?: unknown } | null)?.writeErrors
+  return Array.isArray(writeErrors) && writeErrors.length > 0
+}
+
 /** What write errors from a server whose indexes are not proven say: something failed, anything may have been applied. */
 export function unprovenFailure (err: unknown): Failure {
   return { outcome: 'unknown', transient: false, error: err }
@@ -143,6 +149,8 @@ export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failur
       out.rejected(op, pinned(op, refusal, 'unknown'))
     }
   }
+  // write errors whose statement is not proven: the one left may be innocent, and is retry-safe — it goes again alone to learn its own answer
+  if (resend.length === 1 && unprovenStatement(refusal)) return await sendPart(resend, ctx, out)
   if (resend.length === 1) {
     const op = resend[0] as WriteOp
     if (op.coalesced !== null && op.coalesced.length > 0) {
@@ -251,6 +259,10 @@ export function partlyRefused (ops: readonly WriteOp[], err: PartialFailure, ord
 /** What a write the refusal is pinned to (or that may not go again) is told: the server's code, kept. */
 function pinned (op: WriteOp, refusal: unknown, outcome: 'rejected' | 'unknown'): Error {
   const r = refusal as { code?: unknown, message?: unknown }
+  if (unprovenStatement(refusal)) {
+    // the code is some statement's, not proven this write's: an app mapping it to a 4xx would refuse a request whose write was applied
+    return new WriteBufferError(ErrorCodes.BATCH_FAILED, `a statement of its batch was refused (${describeError(refusal)}) and this server does not say which (isolate.ts#indexesProven); this write may have been applied`, outcome, op.attempts, refusal)
+  }
   if (typeof r.code === 'number') {
     return new WriteRejectedError(r.code, typeof r.message === 'string' ? r.message : 'write refused', op.attempts, undefined, outcome)
   }
