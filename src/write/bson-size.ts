@@ -60,13 +60,29 @@ function valueSize (v: unknown, depth: number, filter: number): number {
         v instanceof Map || typeof (v as { toBSON?: unknown }).toBSON === 'function') {
         throw new NeedsExact()
       }
-      // a class instance: BSON sends its own fields only (not what it inherits), measured exactly
       const proto: unknown = Object.getPrototypeOf(v)
-      if (proto !== Object.prototype && proto !== null) throw new NeedsExact()
+      if (proto !== Object.prototype && proto !== null) return instanceSize(v as Record<string, unknown>, depth + 1, filter)
       return objectSize(v as Record<string, unknown>, depth + 1, filter)
     }
     default: if (filter !== 0) throw new NeedsExact(); return 0 // functions and symbols are not serialized: named in a filter or an update
   }
+}
+
+/**
+ * A class instance as BSON sends it: its own fields (not what it inherits), its functions and
+ * Symbols left out as its methods are (in a filter or an update too); the same checks as any
+ * value otherwise (depth, int64 range, in a filter undefined).
+ */
+function instanceSize (v: Record<string, unknown>, depth: number, filter: number): number {
+  if (depth > MAX_DEPTH) throw new RangeError('value is cyclic or nested too deeply')
+  let n = 5
+  for (const key of Object.keys(v)) {
+    if (key.includes('\0')) throw new NeedsExact()
+    const x: unknown = v[key]
+    if (typeof x === 'function' || typeof x === 'symbol') continue
+    n += 2 + 3 * key.length + valueSize(x, depth, filter)
+  }
+  return n
 }
 
 /** estimateSize rule: no top-level key may start with `$` (a document, a replacement). */

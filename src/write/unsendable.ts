@@ -11,6 +11,8 @@ export const BAD_DATES = 1
 export const FILTER_VALUES = 2
 /** findUnsendable's `mode`: the value is (in) an update, so also a function or a Symbol, which BSON leaves out. */
 export const CODE_VALUES = 4
+/** walk's own mode bit: below a class instance, whose functions and Symbols BSON leaves out as methods */
+const IN_INSTANCE = 8
 
 /**
  * What the driver's BSON serializer refuses to send, found before it is asked to: a NUL byte
@@ -70,8 +72,8 @@ function walk (v: unknown, path: string, depth: number, mode: number): string | 
     return undefined
   }
   // own keys, as BSON sends them (Object.keys); a class instance's function-valued fields are
-  // left out by BSON as its methods are: a value problem is looked for through plain objects only
-  const inner = isPlainObject(v) ? mode : mode & ~(FILTER_VALUES | CODE_VALUES)
+  // left out by BSON as its methods are: not refused below one (undefined in a filter still is)
+  const inner = isPlainObject(v) ? mode : mode | IN_INSTANCE
   for (const k of Object.keys(v)) {
     const found = keyProblem(k, path) ?? walk((v as Record<string, unknown>)[k], join(path, k), depth + 1, inner)
     if (found !== undefined) return found
@@ -89,6 +91,7 @@ function valueProblem (v: unknown, path: string, mode: number): string | undefin
   const filter = (mode & FILTER_VALUES) !== 0
   const at = path === '' ? (filter ? 'the filter' : 'the value') : JSON.stringify(path)
   if (typeof v === 'function' || typeof v === 'symbol') {
+    if ((mode & IN_INSTANCE) !== 0) return undefined
     return `${at} is a ${typeof v === 'symbol' ? 'Symbol' : 'function'}, which BSON does not send: ${filter ? 'the filter would select documents it does not name' : 'the update would do something else than written'}`
   }
   if (v !== undefined || !filter) return undefined

@@ -11,6 +11,9 @@ type Loose = Record<Exclude<keyof Coll, 'collectionName'>, (...args: unknown[]) 
 const circular: Document = { a: 1 }
 circular.self = circular
 const fn = (): number => 1
+/** a filter DTO as TypeScript's class fields compile it: every declared field is own, set or not */
+class OwnerFilter { owner: unknown; constructor (owner: unknown) { this.owner = owner } }
+class Wrapper { v: unknown; constructor (v: unknown) { this.v = v } }
 /** a method passed where its result was meant: `user.id` for `user.id()` */
 const user = { name: 'ann', id (): string { return this.name } }
 
@@ -74,6 +77,10 @@ const bad: Array<[string, (c: Loose) => Promise<unknown>, RegExp]> = [
   ['a function as a $set value (sent as nothing: the update does nothing)', c => c.updateOne({ _id: 1 }, { $set: { a: fn } }), /"\$set\.a" is a function/],
   ['a Symbol as a $push value', c => c.updateMany({}, { $push: { tags: Symbol('t') } }), /"\$push\.tags" is a Symbol/],
   ['a function in a pipeline update', c => c.updateOne({ _id: 1 }, [{ $set: { a: fn } }]), /"0\.\$set\.a" is a function/],
+  // a class instance is sent as its own fields, and checked as any value is
+  ['a class instance as a filter with an undefined field (a DTO: left out with ignoreUndefined, every document)', c => c.deleteMany(new OwnerFilter(undefined)), /"owner" is undefined/],
+  ['a BigInt outside int64 inside a class instance', c => c.updateOne({ _id: 1 }, { $set: { w: new Wrapper(2n ** 64n + 5n) } }), /outside the int64 range/],
+  ['a class instance nested 185 levels deep', c => c.insertOne({ w: new Wrapper(nested(185)) }), /nested too deeply/],
 ]
 
 function nested (levels: number): Document {
