@@ -110,6 +110,7 @@ export class WriteBuffer {
     const sender = this.#sender = new Sender(o, settler, this.#retries, driverRetries, new ServerIdentity(db), this.#liveness, this.#tracing,
       InsertCommand.for(db, o.writeConcern, o.maxTimeMS))
     if (o.cache?.bus !== undefined) sender.onAcknowledged = (name, ops, upsertedIdOf) => { cache?.published(name, ops, upsertedIdOf) }
+    if (cache !== undefined) this.#retries.onFence = (batch, started) => { cache.fenced(batch.queue.name, batch.ops, started) }
     this.#dispatcher = new Dispatcher(
       { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, lingerMs: o.lingerMs },
       {

@@ -34,6 +34,10 @@ export class Retries {
   scheduled = 0
   /** the buffer is closed: nothing can queue behind a wait any more, so none keeps the process alive */
   #stopped = false
+  /** the batches of writes already told `unknown`, fenced (a subset of #backingOff) */
+  readonly #fences = new Set<Batch>()
+  /** a fence started (`true`) or ended: the read cache keeps no answer meanwhile (cache/fences.ts) */
+  onFence: ((batch: Batch, started: boolean) => void) | undefined
 
   constructor (
     readonly policy: BackoffPolicy,
@@ -55,7 +59,13 @@ export class Retries {
   fence (batch: Batch, fence: Fence): void {
     // ref'd, like a backoff: a later write queued behind the fence has nothing else to wake
     // it, and a process that exits meanwhile strands it (at most the fence)
+    this.#fences.add(batch)
+    this.onFence?.(batch, true)
     this.#hold(batch, fence.until, fence)
+  }
+
+  #fenceEnded (batch: Batch): void {
+    if (this.#fences.delete(batch)) this.onFence?.(batch, false)
   }
 
   #hold (batch: Batch, until: number, fence: Fence | undefined): void {
@@ -97,6 +107,7 @@ export class Retries {
       this.#backingOff.delete(batch)
       batch.retryTimer = null
       batch.queue.endRetryWait(batch) // puts back only the writes still to be sent
+      this.#fenceEnded(batch)
       this.ready()
     }, Math.max(0, until - Date.now()))
     if (this.#stopped) batch.retryTimer.unref()
@@ -115,6 +126,7 @@ export class Retries {
       if (batch.retryTimer !== null) clearTimeout(batch.retryTimer)
       batch.retryTimer = null
       batch.queue.abandonWait(batch)
+      this.#fenceEnded(batch)
     }
     this.#backingOff.clear()
     return batches

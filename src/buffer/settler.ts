@@ -86,12 +86,12 @@ export class Settler {
   #rejectOne (op: WriteOp, err: Error): number {
     if (op.state === SETTLED) return 0
     op.reject(err)
-    this.#release(op, false)
+    this.#release(op, false, (err as { outcome?: unknown }).outcome === 'unknown')
     this.failed++
     return 1
   }
 
-  #release (op: WriteOp, ok: boolean): void {
+  #release (op: WriteOp, ok: boolean, unknown = false): void {
     const was = op.settle()
     if (op.onAbort !== null) {
       op.signal?.removeEventListener('abort', op.onAbort)
@@ -100,7 +100,7 @@ export class Settler {
     }
     this.flushes.settle(op.epoch)
     if (was === CREATED) return // refused at the door: never counted, never seen by the cache
-    this.cache?.settleWrite(op.queue.name, op, ok)
+    this.cache?.settleWrite(op.queue.name, op, ok, unknown)
     if (was === WAITING) this.admission.leftWaiting()
     else this.admission.left(op)
   }

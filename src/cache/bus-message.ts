@@ -4,7 +4,7 @@ import { targetOf, targetOfId } from '../write/target.js'
 import type { WriteOp } from '../write/write-op.js'
 import { isExactScalar } from './bson-values.js'
 import { equalities, type Filter } from './filter-facts.js'
-import { emptyFootprint, footprintOf, type Footprint } from './footprint.js'
+import { affects, emptyFootprint, footprintOf, type Answer, type Footprint } from './footprint.js'
 import { keyOf } from './value-keys.js'
 
 /**
@@ -166,4 +166,14 @@ export function decode (bytes: Uint8Array): BusMessage {
   if (a !== undefined && typeof a !== 'boolean') throw new TypeError('a is not a boolean')
   write.anyField = a === true
   return { source: s, name: c, write }
+}
+
+/** Whether any of these remote batches may have changed the answer (when in doubt: yes). */
+export function raced (remote: readonly Footprint[], answer: Answer): boolean {
+  try {
+    for (const fp of remote) if (affects(fp, answer)) return true
+    return false
+  } catch {
+    return true
+  }
 }

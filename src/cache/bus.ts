@@ -91,6 +91,9 @@ export class CacheBus {
   readonly #heartbeat: Heartbeat
   static readonly #BEAT = Buffer.from('hb')
 
+  /** writes told `unknown` this turn, by collection (publishUncertain) */
+  readonly #uncertain = new Map<string, WriteOp[]>()
+
   constructor (options: ResolvedBusOptions, logger: Logger | undefined, listener: BusListener) {
     this.#options = options
     this.#logger = logger
@@ -127,6 +130,19 @@ export class CacheBus {
   }
 
   /** Tells the other instances about an acknowledged batch. Never throws, never waits. */
+  /**
+   * A write told `unknown` (it may have been applied): announced with the others of its
+   * collection told so in the same turn, as one batch (a message only drops entries).
+   */
+  publishUncertain (name: string, op: WriteOp): void {
+    let ops = this.#uncertain.get(name)
+    if (ops === undefined) {
+      this.#uncertain.set(name, ops = [])
+      queueMicrotask(() => { this.#uncertain.delete(name); this.publish(name, ops as WriteOp[], noUpsert) })
+    }
+    ops.push(op)
+  }
+
   publish (name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown): void {
     const pub = this.#pub
     if (pub === undefined || this.#closed || ops.length === 0) return
@@ -268,3 +284,5 @@ export class CacheBus {
     else process.emitWarning(msg, { code: 'FWB_CACHE_BUS' })
   }
 }
+
+const noUpsert = (): undefined => undefined

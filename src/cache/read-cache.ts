@@ -3,11 +3,12 @@ import type { Collection, Document, FindOptions } from 'mongodb'
 import { InvalidWriteError, describe } from '../errors.js'
 import type { Logger, ResolvedCacheOptions } from '../options.js'
 import { INSERT, type WriteOp } from '../write/write-op.js'
-import { remoteFootprint, type BusMessage } from './bus-message.js'
+import { raced, remoteFootprint, type BusMessage } from './bus-message.js'
 import { CacheBus, type BusStats } from './bus.js'
 import { EntryStore } from './entry-store.js'
 import type { Filter } from './filter-facts.js'
-import { affects, answerOf, footprintKeys, safeFootprint, type Answer, type Footprint } from './footprint.js'
+import { answerOf, footprintKeys, safeFootprint, type Answer, type Footprint } from './footprint.js'
+import { Fences } from './fences.js'
 import { NotedWrites, type ReadMark } from './noted-writes.js'
 import { cacheable, readKey, showsId } from './read-key.js'
 import { wellFormed } from './value-keys.js'
@@ -82,6 +83,7 @@ export class ReadCache {
   readonly #store: EntryStore
   readonly #effects: WriteEffects
   readonly #noted = new NotedWrites()
+  readonly #fences = new Fences()
   #sendNow: () => void = () => {}
   readonly #flights = new Map<string, Flight>()
   readonly #flightsByName = new Map<string, Set<Flight>>()
@@ -134,6 +136,13 @@ export class ReadCache {
   /** A batch was acknowledged: tell the other instances (with the cache bus). Never throws. */
   published (name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown): void {
     this.#bus?.publish(name, ops, upsertedIdOf)
+  }
+
+  /** Writes told `unknown` are fenced (`started`: their attempt may still land, fences.ts), or no longer: entries may be older than them, here and (bus, at its end) elsewhere. */
+  fenced (name: string, ops: readonly WriteOp[], started: boolean): void {
+    if (started) this.#fences.start(name)
+    else { this.#fences.end(name); this.#bus?.publish(name, ops, noUpsert) }
+    this.#effects.invalidateAll(name)
   }
 
   /** Another instance's batch: drop what it may have changed, fence the loads it may race. */
@@ -244,7 +253,7 @@ export class ReadCache {
       }
       // cache only if no write noted since the read was sent could have changed the answer,
       // here or (cache bus) in another instance, and the bus said nothing was missed meanwhile
-      if (flight.clean && flight.busEpoch === this.#busEpoch && !raced(flight.remote, answer) && this.#servable(flight.readAt)) {
+      if (flight.clean && flight.busEpoch === this.#busEpoch && !raced(flight.remote, answer) && this.#servable(flight.readAt) && this.#fences.allows(name, flight.readAt)) {
         const doc = answer.found ? answer.doc() : null
         const ttlMs = bytes === null ? this.#options.negativeTtlMs : this.#options.ttlMs
         if (ttlMs > 0) this.#store.put(flight.key, name, filter, flight.projected, bytes, doc, ttlMs, flight.readAt, flight.idKnown)
@@ -271,24 +280,17 @@ export class ReadCache {
     this.#effects.apply(name, op, fp, keys, mayPatch)
   }
 
-  /** A write settled. A failed one (other than an insert) may have been patched into entries: drop them. */
-  settleWrite (name: string, op: WriteOp, ok: boolean): void {
+  /** A write settled. A failed one may have been patched into entries (not an insert), or applied (told `unknown`: other instances are told too): drop them. */
+  settleWrite (name: string, op: WriteOp, ok: boolean, unknown = false): void {
     const caughtUp = this.#noted.settle(name, op)
     if (caughtUp !== undefined) this.#effects.caughtUp(name, caughtUp)
-    if (!ok && op.kind !== INSERT) this.#effects.invalidateAll(name)
+    if (!ok && (op.kind !== INSERT || unknown)) this.#effects.invalidateAll(name)
+    if (unknown) this.#bus?.publishUncertain(name, op)
   }
 }
+
+const noUpsert = (): undefined => undefined
 
 function exactDoc (bytes: Uint8Array | null): Document | null {
   return bytes === null ? null : BSON.deserialize(bytes, EXACT)
-}
-
-/** Whether any of these remote batches may have changed the answer (when in doubt: yes). */
-function raced (remote: readonly Footprint[], answer: Answer): boolean {
-  try {
-    for (const fp of remote) if (affects(fp, answer)) return true
-    return false
-  } catch {
-    return true
-  }
 }

@@ -225,8 +225,9 @@ class FakeCollection {
     return { toArray: () => this.db.find(this.collectionName, filter, options) }
   }
 
-  async findOne (filter: Document): Promise<Document | null> {
-    return this.db.docs(this.collectionName).find(d => matches(d, filter)) ?? null
+  async findOne (filter: Document, options?: { raw?: boolean }): Promise<Document | Uint8Array | null> {
+    const doc = this.db.docs(this.collectionName).find(d => matches(d, filter)) ?? null
+    return doc !== null && options?.raw === true ? BSON.serialize(doc) : doc // the read cache reads raw
   }
 }
 
