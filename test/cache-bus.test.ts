@@ -6,6 +6,7 @@ import { BSON, MongoClient, type Collection, type Db, type Document } from 'mong
 import { WriteBuffer, writeBufferPlugin, type Logger, type WriteBufferOptions } from '../src/index.js'
 import { decode } from '../src/cache/bus-message.js'
 import { mongoUri } from './helpers.js'
+import { FaultProxy, hostPortOf } from './support/fault-proxy.js'
 // @ts-expect-error plain ESM script shared with the test setup
 import { startRedis } from '../scripts/redis.mjs'
 
@@ -77,6 +78,35 @@ function bus (redis: string, more?: { offlineTtlMs?: number, channel?: string })
 }
 
 describe('cache bus (real Redis, real server)', () => {
+  it('a write told unknown (its reply lost, the server applied it) is announced: B drops the value it cached before it', async () => {
+    const target = hostPortOf(mongoUri())
+    if (target === undefined) return
+    const proxy = await FaultProxy.start(target.host, target.port)
+    const lossy = new MongoClient(proxy.uri(mongoUri()), { socketTimeoutMS: 300, serverSelectionTimeoutMS: 3_000, retryWrites: false })
+    try {
+      await lossy.connect()
+      const wbA = new WriteBuffer(lossy.db(DB), { cache: bus(redisUrl()), maxTimeMS: 300 })
+      const wbB = new WriteBuffer(dbB, { cache: bus(redisUrl()) })
+      await until('both subscribed', () => online(wbA) && online(wbB))
+      await dbA.collection('unknown_told').insertOne({ _id: 1 as never, n: 0 })
+      const b = wbB.collection('unknown_told')
+      expect((await b.findOne({ _id: 1 }))?.n).toBe(0)
+      expect((await b.findOne({ _id: 1 }))?.n).toBe(0) // cached: a hit
+      const seen = received(wbB)
+      proxy.holdMatching({ match: chunk => chunk.includes('unknown_told'), holdMs: 800, direction: 'reply' })
+      await expect(wbA.collection('unknown_told').updateOne({ _id: 1 }, { $inc: { n: 1 } })).rejects.toMatchObject({ outcome: 'unknown' })
+      expect((await dbA.collection('unknown_told').findOne({ _id: 1 as never }))?.n).toBe(1)
+      // was: never announced (only acknowledged writes were), and B served n: 0 until ttlMs
+      await until('B heard of it', () => received(wbB) > seen)
+      expect((await b.findOne({ _id: 1 }))?.n).toBe(1)
+      await wbA.close()
+      await wbB.close()
+    } finally {
+      await lossy.close()
+      await proxy.close()
+    }
+  })
+
   it('after B\'s write is acknowledged, A\'s cached findOne returns the new value, every one of 200 trials (latency printed; its 20 ms p99 goal is a bench target)', async () => {
     const wbA = new WriteBuffer(dbA, { cache: bus(redisUrl()) })
     const wbB = new WriteBuffer(dbB, { cache: bus(redisUrl()) })
