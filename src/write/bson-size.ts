@@ -70,8 +70,9 @@ function valueSize (v: unknown, depth: number, filter: number): number {
 
 /**
  * A class instance as BSON sends it: its own fields (not what it inherits), its functions and
- * Symbols left out as its methods are (in a filter or an update too); the same checks as any
- * value otherwise (depth, int64 range, in a filter undefined).
+ * Symbols left out as its methods are (in an update too; in a filter they are refused: a field
+ * left out selects more); the same checks as any value otherwise (depth, int64 range, in a
+ * filter undefined).
  */
 function instanceSize (v: Record<string, unknown>, depth: number, filter: number): number {
   if (depth > MAX_DEPTH) throw new RangeError('value is cyclic or nested too deeply')
@@ -79,7 +80,10 @@ function instanceSize (v: Record<string, unknown>, depth: number, filter: number
   for (const key of Object.keys(v)) {
     if (key.includes('\0')) throw new NeedsExact()
     const x: unknown = v[key]
-    if (typeof x === 'function' || typeof x === 'symbol') continue
+    if (typeof x === 'function' || typeof x === 'symbol') {
+      if ((filter & IN_FILTER) !== 0) throw new NeedsExact() // a filter losing a field selects more: named (unsendable.ts)
+      continue
+    }
     n += 2 + 3 * key.length + valueSize(x, depth, filter)
   }
   return n

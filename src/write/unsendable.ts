@@ -91,7 +91,7 @@ function valueProblem (v: unknown, path: string, mode: number): string | undefin
   const filter = (mode & FILTER_VALUES) !== 0
   const at = path === '' ? (filter ? 'the filter' : 'the value') : JSON.stringify(path)
   if (typeof v === 'function' || typeof v === 'symbol') {
-    if ((mode & IN_INSTANCE) !== 0) return undefined
+    if ((mode & IN_INSTANCE) !== 0 && !filter) return undefined // an instance's method, in an update: left out
     return `${at} is a ${typeof v === 'symbol' ? 'Symbol' : 'function'}, which BSON does not send: ${filter ? 'the filter would select documents it does not name' : 'the update would do something else than written'}`
   }
   if (v !== undefined || !filter) return undefined

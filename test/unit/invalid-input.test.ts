@@ -79,6 +79,8 @@ const bad: Array<[string, (c: Loose) => Promise<unknown>, RegExp]> = [
   ['a function in a pipeline update', c => c.updateOne({ _id: 1 }, [{ $set: { a: fn } }]), /"0\.\$set\.a" is a function/],
   // a class instance is sent as its own fields, and checked as any value is
   ['a class instance as a filter with an undefined field (a DTO: left out with ignoreUndefined, every document)', c => c.deleteMany(new OwnerFilter(undefined)), /"owner" is undefined/],
+  ['a class instance as a filter with a function field (a method passed: sent as {}, every document)', c => c.deleteMany(new OwnerFilter(user.id)), /"owner" is a function/],
+  ['a class instance with a function field inside $and', c => c.deleteMany({ $and: [new OwnerFilter(fn)] }), /"\$and\.0\.owner" is a function/],
   ['a BigInt outside int64 inside a class instance', c => c.updateOne({ _id: 1 }, { $set: { w: new Wrapper(2n ** 64n + 5n) } }), /outside the int64 range/],
   ['a class instance nested 185 levels deep', c => c.insertOne({ w: new Wrapper(nested(185)) }), /nested too deeply/],
 ]
