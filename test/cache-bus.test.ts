@@ -7,6 +7,7 @@ import { WriteBuffer, writeBufferPlugin, type Logger, type WriteBufferOptions } 
 import { decode } from '../src/cache/bus-message.js'
 import { mongoUri } from './helpers.js'
 import { FaultProxy, hostPortOf } from './support/fault-proxy.js'
+import { FakeDb, networkError } from './unit/fake-db.js'
 // @ts-expect-error plain ESM script shared with the test setup
 import { startRedis } from '../scripts/redis.mjs'
 
@@ -78,6 +79,27 @@ function bus (redis: string, more?: { offlineTtlMs?: number, channel?: string })
 }
 
 describe('cache bus (real Redis, real server)', () => {
+  it('close() still announces the writes it tells unknown (a retry given up): B drops what it cached', async () => {
+    const fake = new FakeDb()
+    const cache = { ttlMs: 60_000, bus: { redis: redisUrl(), channel: 'fwb-close-unknown' } }
+    const a = new WriteBuffer(fake.db, { cache, maxTimeMS: 2_000, closeTimeoutMs: 100 })
+    const b = new WriteBuffer(fake.db, { cache })
+    await until('both subscribed', () => online(a) && online(b))
+    fake.applyModels('users', [{ insertOne: { document: { _id: 'u1' as never, v: 0 } } }], false)
+    expect(await b.collection('users').findOne({ _id: 'u1' })).toEqual({ _id: 'u1', v: 0 }) // B caches v: 0
+    fake.next(call => { setTimeout(() => { call.db.applyModels(call.collection, call.raw, false) }, 300); throw networkError() })
+    const told = a.collection('users').updateOne({ _id: 'u1' }, { $set: { v: 1 } }).catch((e: unknown) => e)
+    await new Promise(resolve => setTimeout(resolve, 50)) // it failed ambiguously and waits for its retry behind the fence
+    const seen = received(b)
+    await a.close() // gives the retry up: told CLOSED, unknown
+    expect(await told).toMatchObject({ outcome: 'unknown' })
+    // was: its message gathered for the end of the turn, after the bus had closed: never sent
+    await until('B heard of it', () => received(b) > seen)
+    await new Promise(resolve => setTimeout(resolve, 400)) // the attempt lands
+    expect(await b.collection('users').findOne({ _id: 'u1' })).toEqual({ _id: 'u1', v: 1 })
+    await b.close()
+  })
+
   it('a write told unknown (its reply lost, the server applied it) is announced: B drops the value it cached before it', async () => {
     const target = hostPortOf(mongoUri())
     if (target === undefined) return

@@ -34,7 +34,7 @@ export class Retries {
   scheduled = 0
   /** the buffer is closed: nothing can queue behind a wait any more, so none keeps the process alive */
   #stopped = false
-  /** the batches of writes already told `unknown`, fenced (a subset of #backingOff) */
+  /** the batches held by a fence: of writes told `unknown`, or retried after an ambiguous failure (a subset of #backingOff) */
   readonly #fences = new Set<Batch>()
   /** a fence started (`true`) or ended: the read cache keeps no answer meanwhile (cache/fences.ts) */
   onFence: ((batch: Batch, started: boolean) => void) | undefined
@@ -52,6 +52,7 @@ export class Retries {
     const cap = Math.min(maxDelayMs, baseDelayMs * 2 ** (batch.attempt - 1))
     const backoff = cap / 2 + Math.random() * cap / 2 // jitter: no thundering herd on recovery
     this.scheduled++
+    if (fence !== undefined) this.#fenced(batch) // its first attempt may still land, even if a write of it times out meanwhile
     this.#hold(batch, Math.max(Date.now() + backoff, fence?.until ?? 0), fence)
   }
 
@@ -59,9 +60,13 @@ export class Retries {
   fence (batch: Batch, fence: Fence): void {
     // ref'd, like a backoff: a later write queued behind the fence has nothing else to wake
     // it, and a process that exits meanwhile strands it (at most the fence)
+    this.#fenced(batch)
+    this.#hold(batch, fence.until, fence)
+  }
+
+  #fenced (batch: Batch): void {
     this.#fences.add(batch)
     this.onFence?.(batch, true)
-    this.#hold(batch, fence.until, fence)
   }
 
   #fenceEnded (batch: Batch): void {

@@ -51,7 +51,7 @@ export const MAX_MESSAGE_BYTES = 64 * 1024
  * its writes (footprint.ts#footprintOf, the same footprint a write queued here has) put on the
  * wire. `upsertedIdOf(i)` is the `_id` the i-th write upserted, if it did.
  */
-export function summarize (ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown): RemoteWrite {
+export function summarize (ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown, acknowledged = true): RemoteWrite {
   const ids = new Map<string, unknown>()
   const filters = new Map<string, Filter>()
   const hashes = new Set<number>()
@@ -59,9 +59,9 @@ export function summarize (ops: readonly WriteOp[], upsertedIdOf: (index: number
   let anyField = false
   let all = false
   for (let i = 0; i < ops.length; i++) {
-    const fp = footprintOf(ops[i] as WriteOp, true, upsertedIdOf(i))
-    // a filter not decided here may have touched anything
-    all ||= fp.all || fp.anyDoc
+    const fp = footprintOf(ops[i] as WriteOp, acknowledged, upsertedIdOf(i))
+    // a filter not decided here may have touched anything; a write told unknown may have created any _id
+    all ||= fp.all || fp.anyDoc || (!acknowledged && fp.anyNewId)
     fp.ids.forEach((t, k) => ids.set(t, fp.idValues[k]))
     fp.newIds.forEach((t, k) => ids.set(t, fp.newIdValues[k]))
     for (const f of fp.filters) filters.set(targetOf(f), f)

@@ -129,25 +129,36 @@ export class CacheBus {
     return { online: this.#online, ...this.#stats, heartbeats: { sent: this.#heartbeat.sent, received: this.#heartbeat.received, intervalMs: this.#heartbeat.intervalMs, detectionMs: this.#heartbeat.detectionMs } }
   }
 
-  /** Tells the other instances about an acknowledged batch. Never throws, never waits. */
   /**
    * A write told `unknown` (it may have been applied): announced with the others of its
-   * collection told so in the same turn, as one batch (a message only drops entries).
+   * collection told so in the same turn, as one batch (a message only drops entries); close()
+   * sends what is still gathered.
    */
   publishUncertain (name: string, op: WriteOp): void {
     let ops = this.#uncertain.get(name)
     if (ops === undefined) {
       this.#uncertain.set(name, ops = [])
-      queueMicrotask(() => { this.#uncertain.delete(name); this.publish(name, ops as WriteOp[], noUpsert) })
+      queueMicrotask(() => { this.#publishUncertain(name) })
     }
     ops.push(op)
   }
 
-  publish (name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown): void {
+  #publishUncertain (name: string): void {
+    const ops = this.#uncertain.get(name)
+    this.#uncertain.delete(name)
+    if (ops !== undefined) this.publish(name, ops, noUpsert, false)
+  }
+
+  /**
+   * Tells the other instances about a batch: acknowledged (its upserted _ids by index), or
+   * (`acknowledged` false) told `unknown`, so any of its upserts may have created a document.
+   * Never throws, never waits.
+   */
+  publish (name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown, acknowledged = true): void {
     const pub = this.#pub
     if (pub === undefined || this.#closed || ops.length === 0) return
     try {
-      const bytes = encode(this.instanceId, name, summarize(ops, upsertedIdOf))
+      const bytes = encode(this.instanceId, name, summarize(ops, upsertedIdOf, acknowledged))
       this.#stats.published++
       pub.publish(this.#options.channel, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)).then(() => {
         this.#warnedPublish = false
@@ -163,6 +174,7 @@ export class CacheBus {
 
   async close (): Promise<void> {
     if (this.#closed) return
+    for (const name of [...this.#uncertain.keys()]) this.#publishUncertain(name)
     this.#closed = true
     this.#online = false
     this.#heartbeat.stop()

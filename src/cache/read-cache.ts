@@ -141,7 +141,7 @@ export class ReadCache {
   /** Writes told `unknown` are fenced (`started`: their attempt may still land, fences.ts), or no longer: entries may be older than them, here and (bus, at its end) elsewhere. */
   fenced (name: string, ops: readonly WriteOp[], started: boolean): void {
     if (started) this.#fences.start(name)
-    else { this.#fences.end(name); this.#bus?.publish(name, ops, noUpsert) }
+    else { this.#fences.end(name); this.#bus?.publish(name, ops, noUpsert, false) }
     this.#effects.invalidateAll(name)
   }
 

@@ -9,6 +9,7 @@ import { InvalidOptionError } from '../../src/index.js'
 import { resolveOptions } from '../../src/options.js'
 import { buildDelete, buildInsert, buildReplace, buildUpdate } from '../../src/write/build-op.js'
 import { targetOfId } from '../../src/write/target.js'
+import type { WriteOp } from '../../src/write/write-op.js'
 
 /** The cache bus's messages and what they drop: no Redis here (test/cache-bus.test.ts has the real one). */
 
@@ -175,5 +176,21 @@ describe('cache.bus options', () => {
     }
     expect(resolveOptions({ cache: { bus: { redis: 'rediss://h:1' } } }).cache?.bus)
       .toEqual({ redis: 'rediss://h:1', channel: 'fastify-write-buffer', offlineTtlMs: 0 })
+  })
+})
+
+describe('a bus message for writes told unknown', () => {
+  it('drops a cached null for any _id an upsert of them may have created', () => {
+    const noUpsert = (): undefined => undefined
+    const cases: Array<[WriteOp, string]> = [
+      [buildUpdate(false, { email: 'x' }, { $setOnInsert: { _id: 'k' }, $set: { name: 'n' } }, { upsert: true }), 'k'],
+      [buildUpdate(false, { _id: 'k2', email: 'x' }, { $set: { name: 'n' } }, { upsert: true }), 'k2'],
+      [buildReplace({ email: 'x' }, { _id: 'k3', email: 'x' }, { upsert: true }), 'k3'],
+    ]
+    for (const [op, id] of cases) {
+      const nullEntry = answerOf({ _id: id }, null, false)
+      const message = remoteFootprint(decode(encode('a', 'users', summarize([op], noUpsert, false))).write)
+      expect({ id, drops: affects(message, nullEntry) }).toEqual({ id, drops: true }) // was false: read as acknowledged, nothing upserted
+    }
   })
 })

@@ -23,4 +23,23 @@ describe('a write told unknown whose attempt lands late', () => {
     await pause(1_200) // the fence ends
     expect(await users.findOne({ _id: 'u1' })).toEqual({ _id: 'u1', logins: 1 })
   })
+
+  it('a write timed out while its batch waits out the fence to be retried: the answer read meanwhile is not kept either', async () => {
+    const { fake, wb } = harness({ cache: { ttlMs: 60_000 }, maxTimeMS: 200 })
+    fake.applyModels('users', [{ insertOne: { document: { _id: 'u1' as never, v: 0 } } }], false)
+    const users = wb.collection<{ _id: string, v: number }>('users')
+    expect(await users.findOne({ _id: 'u1' })).toEqual({ _id: 'u1', v: 0 })
+    let open!: () => void
+    fake.pingGate = new Promise<void>(resolve => { open = resolve }) // a paused server: the proof that the attempt can no longer apply is late
+    try {
+      fake.next(appliedLate(1_600))
+      // retry-safe: it waits for its retry behind the fence, and times out there, told unknown
+      await expect(users.updateOne({ _id: 'u1' }, { $set: { v: 1 } }, { timeoutMs: 1_400 })).rejects.toMatchObject({ code: 'WRITE_BUFFER_TIMEOUT', outcome: 'unknown' })
+      expect(await users.findOne({ _id: 'u1' })).toEqual({ _id: 'u1', v: 0 })
+      await pause(400) // the first attempt lands at 1.6 s
+      expect(await users.findOne({ _id: 'u1' })).toEqual({ _id: 'u1', v: 1 }) // was { v: 0 }, cached before it landed
+    } finally {
+      open()
+    }
+  })
 })
