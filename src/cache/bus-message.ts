@@ -58,8 +58,7 @@ export function summarize (ops: readonly WriteOp[], upsertedIdOf: (index: number
   const fields = new Set<string>()
   let anyField = false
   let all = false
-  for (let i = 0; i < ops.length; i++) {
-    const fp = footprintOf(ops[i] as WriteOp, acknowledged, upsertedIdOf(i))
+  const add = (fp: Footprint): void => {
     // a filter not decided here may have touched anything; a write told unknown may have created any _id
     all ||= fp.all || fp.anyDoc || (!acknowledged && fp.anyNewId)
     fp.ids.forEach((t, k) => ids.set(t, fp.idValues[k]))
@@ -68,6 +67,12 @@ export function summarize (ops: readonly WriteOp[], upsertedIdOf: (index: number
     for (const h of fp.hashes) hashes.add(h)
     for (const f of fp.fields) fields.add(f)
     anyField ||= fp.anyField
+  }
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i] as WriteOp
+    add(footprintOf(op, acknowledged, upsertedIdOf(i)))
+    // not acknowledged, a write's footprint is its own update's: those merged into it are their own
+    if (!acknowledged && op.coalesced !== null) for (const c of op.coalesced) add(footprintOf(c, false, undefined))
   }
   return { ids: [...ids.values()], filters: [...filters.values()], hashes: [...hashes], fields: [...fields], anyField, all }
 }

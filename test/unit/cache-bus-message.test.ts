@@ -10,6 +10,7 @@ import { resolveOptions } from '../../src/options.js'
 import { buildDelete, buildInsert, buildReplace, buildUpdate } from '../../src/write/build-op.js'
 import { targetOfId } from '../../src/write/target.js'
 import type { WriteOp } from '../../src/write/write-op.js'
+import { tryCoalesce } from '../../src/write/coalesce.js'
 
 /** The cache bus's messages and what they drop: no Redis here (test/cache-bus.test.ts has the real one). */
 
@@ -192,5 +193,14 @@ describe('a bus message for writes told unknown', () => {
       const message = remoteFootprint(decode(encode('a', 'users', summarize([op], noUpsert, false))).write)
       expect({ id, drops: affects(message, nullEntry) }).toEqual({ id, drops: true }) // was false: read as acknowledged, nothing upserted
     }
+  })
+
+  it('carries what the writes merged into them changed (a fence-end message names the batch\'s first writes only)', () => {
+    const leader = buildUpdate(false, { _id: 'u1' }, { $inc: { a: 1 } }, undefined)
+    const follower = buildUpdate(false, { _id: 'u1' }, { $set: { email: 'x@y' } }, undefined)
+    expect(tryCoalesce(leader, follower)).toBe(true)
+    const nobody = answerOf({ email: 'x@y' }, null, false) // another instance cached: no user has this email
+    const message = remoteFootprint(decode(encode('a', 'users', summarize([leader], () => undefined, false))).write)
+    expect(affects(message, nobody)).toBe(true) // was false: the follower's $set was left out
   })
 })
