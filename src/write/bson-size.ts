@@ -76,8 +76,10 @@ function valueSize (v: unknown, depth: number, filter: number): number {
  */
 function instanceSize (v: Record<string, unknown>, depth: number, filter: number): number {
   if (depth > MAX_DEPTH) throw new RangeError('value is cyclic or nested too deeply')
+  const keys = Object.keys(v)
+  if (keys.length === 0 && filter !== 0) throw new NeedsExact() // sent as {} (its data in getters or #private fields): named (unsendable.ts)
   let n = 5
-  for (const key of Object.keys(v)) {
+  for (const key of keys) {
     if (key.includes('\0')) throw new NeedsExact()
     const x: unknown = v[key]
     if (typeof x === 'function' || typeof x === 'symbol') {
@@ -157,6 +159,8 @@ export function estimateValueSize (v: unknown, rules = 0): number {
 export function bsonSize (doc: object, rules = 0): number {
   let n: number
   try {
+    // a filter or an update given as a class instance: checked as one, on the exact path below
+    if ((rules & (IN_FILTER | IN_UPDATE)) !== 0 && !plainProto(doc)) throw new NeedsExact()
     n = objectSize(doc as Record<string, unknown>, 0, rules)
   } catch (err) {
     if (!(err instanceof NeedsExact)) throw err
@@ -172,4 +176,9 @@ export function bsonSize (doc: object, rules = 0): number {
 /** The exact size of `doc` serialized as the driver sends it. */
 export function exactBsonSize (doc: object): number {
   return BSON.calculateObjectSize(doc, AS_SENT)
+}
+
+function plainProto (v: object): boolean {
+  const proto: unknown = Object.getPrototypeOf(v)
+  return proto === Object.prototype || proto === null
 }

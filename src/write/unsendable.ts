@@ -73,8 +73,14 @@ function walk (v: unknown, path: string, depth: number, mode: number): string | 
   }
   // own keys, as BSON sends them (Object.keys); a class instance's function-valued fields are
   // left out by BSON as its methods are: not refused below one (undefined in a filter still is)
-  const inner = isPlainObject(v) ? mode : mode | IN_INSTANCE
-  for (const k of Object.keys(v)) {
+  const plain = isPlainObject(v)
+  const keys = Object.keys(v)
+  if (!plain && keys.length === 0 && (mode & (FILTER_VALUES | CODE_VALUES)) !== 0) {
+    // a class instance whose data is in getters or #private fields, a Set, a URL: BSON sends {}
+    return `${path === '' ? 'the filter' : JSON.stringify(path)} is a ${(v as { constructor?: { name?: string } }).constructor?.name ?? 'class'} instance with no own fields: BSON sends it as {} (${(mode & FILTER_VALUES) !== 0 ? 'selecting documents it does not name' : 'doing something else than written'})`
+  }
+  const inner = plain ? mode : mode | IN_INSTANCE
+  for (const k of keys) {
     const found = keyProblem(k, path) ?? walk((v as Record<string, unknown>)[k], join(path, k), depth + 1, inner)
     if (found !== undefined) return found
   }

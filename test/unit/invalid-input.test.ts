@@ -14,6 +14,8 @@ const fn = (): number => 1
 /** a filter DTO as TypeScript's class fields compile it: every declared field is own, set or not */
 class OwnerFilter { owner: unknown; constructor (owner: unknown) { this.owner = owner } }
 class Wrapper { v: unknown; constructor (v: unknown) { this.v = v } }
+class GetterOnly { readonly #o: string; constructor (o: string) { this.#o = o } get owner (): string { return this.#o } }
+class PrivateOnly { readonly #o: string; constructor (o: string) { this.#o = o } is (o: string): boolean { return o === this.#o } }
 /** a method passed where its result was meant: `user.id` for `user.id()` */
 const user = { name: 'ann', id (): string { return this.name } }
 
@@ -81,6 +83,9 @@ const bad: Array<[string, (c: Loose) => Promise<unknown>, RegExp]> = [
   ['a class instance as a filter with an undefined field (a DTO: left out with ignoreUndefined, every document)', c => c.deleteMany(new OwnerFilter(undefined)), /"owner" is undefined/],
   ['a class instance as a filter with a function field (a method passed: sent as {}, every document)', c => c.deleteMany(new OwnerFilter(user.id)), /"owner" is a function/],
   ['a class instance with a function field inside $and', c => c.deleteMany({ $and: [new OwnerFilter(fn)] }), /"\$and\.0\.owner" is a function/],
+  ['a class instance whose data is in getters, as a filter (sent as {}: every document)', c => c.deleteMany(new GetterOnly('ann')), /the filter is a GetterOnly instance with no own fields/],
+  ['a class instance whose data is in #private fields, as a filter value', c => c.deleteMany({ owner: new PrivateOnly('ann') }), /"owner" is a PrivateOnly instance with no own fields/],
+  ['a getter-only instance as a $pull condition (sent as {}: pulls every element)', c => c.updateOne({ _id: 1 }, { $pull: { items: new GetterOnly('ann') } }), /"\$pull\.items" is a GetterOnly instance/],
   ['a BigInt outside int64 inside a class instance', c => c.updateOne({ _id: 1 }, { $set: { w: new Wrapper(2n ** 64n + 5n) } }), /outside the int64 range/],
   ['a class instance nested 185 levels deep', c => c.insertOne({ w: new Wrapper(nested(185)) }), /nested too deeply/],
 ]
