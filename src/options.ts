@@ -143,10 +143,7 @@ export interface ResolvedOptions {
   cache: ResolvedCacheOptions | undefined
   logger: Logger | undefined
   tracerProvider: WriteBufferOptions['tracerProvider']
-  /**
-   * The hook as the internals hold it: they type a write's error as Error (Settler's reject),
-   * and every error they settle a write with is a WriteBufferError, which the option promises.
-   */
+  /** as the internals hold it: they type a write's error as Error (Settler), and settle writes with WriteBufferErrors only */
   onWriteError: ((error: Error, info: WriteErrorInfo) => void) | undefined
 }
 
