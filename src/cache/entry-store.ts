@@ -1,7 +1,8 @@
 import type { Document } from 'mongodb'
 import { BSON } from 'mongodb'
 import type { Filter } from './filter-facts.js'
-import { ALL, answerKeys, answerOf, docFieldKey, docFieldKeys, idKey, type Answer } from './footprint.js'
+import { answerOf, type Answer } from './footprint.js'
+import { ALL, answerKeys, docFieldKey, docFieldKeys, idKey } from './index-keys.js'
 import { KeyIndex } from './key-index.js'
 import { keyOf, UNKNOWN } from './value-keys.js'
 

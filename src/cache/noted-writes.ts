@@ -1,7 +1,8 @@
 import type { Filter } from './filter-facts.js'
 import { idTargetOf } from './filter-facts.js'
 import { INSERT, SETTLED, type WriteOp } from '../write/write-op.js'
-import { affects, answerKeys, byFilter, docFieldKeys, documentKeys, footprintKeys, idKey, newIdKey, safeFootprint, type Answer, type Footprint } from './footprint.js'
+import { affects, byFilter, safeFootprint, type Answer, type Footprint } from './footprint.js'
+import { answerKeys, docFieldKeys, documentKeys, footprintKeys, idKey, newIdKey } from './index-keys.js'
 import { KeyIndex } from './key-index.js'
 
 /** A write the cache has seen queued: unsettled, or settled and kept for the reads that ran meanwhile. */

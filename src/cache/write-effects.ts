@@ -5,7 +5,8 @@ import { applyUpdate } from './apply-update.js'
 import { hasUndefined } from './bson-values.js'
 import type { Entry, EntryStore } from './entry-store.js'
 import { idTargetOf, matches, updatedRoots } from './filter-facts.js'
-import { affects, byFilter, entryKeys, footprintKeys, footprintOf, type Footprint } from './footprint.js'
+import { affects, byFilter, footprintOf, type Footprint } from './footprint.js'
+import { entryKeys, footprintKeys } from './index-keys.js'
 import { wellFormed } from './value-keys.js'
 
 /**
