@@ -126,8 +126,8 @@ export class InvalidOptionError extends TypeError implements WriteBufferError {
   readonly statusCode = 500
   readonly headers = undefined
 
-  constructor (message: string) {
-    super(message)
+  constructor (message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause })
     this.name = 'InvalidOptionError'
   }
 }

@@ -4,7 +4,8 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import { ConnectError, InvalidOptionError, describe } from './errors.js'
 import { DEFAULT_CLOSE_TIMEOUT_MS, WRITE_BUFFER_OPTION_NAMES, type Logger, type WriteBufferOptions } from './options.js'
 import { rememberResponse, writeSignal } from './request-signal.js'
-import { checkConnection, clientFor, urlWithoutCredentials } from './mongo/connect.js'
+import { checkConnection, clientFor } from './mongo/connect.js'
+import { urlWithoutCredentials } from './mongo/credentials.js'
 import { WriteBuffer } from './write-buffer.js'
 
 /** Options every form of the plugin takes: the WriteBuffer's, plus the start-up check. */

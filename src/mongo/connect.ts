@@ -1,5 +1,6 @@
 import { MongoClient, type Db, type MongoClientOptions } from 'mongodb'
 import { ConnectError, InvalidOptionError, describe } from '../errors.js'
+import { credentialsIn, urlWithoutCredentials, withoutCredentials } from './credentials.js'
 import { describeError } from './driver-errors.js'
 
 interface ClientView {
@@ -21,62 +22,10 @@ function lastServerErrors (db: Db): string {
   return out.join('; ')
 }
 
-const MASK = '***'
-
-/** Where `url`'s user info stands, parsed or not: from its first `//` (or its start) to its last `@`. */
-function userInfoOf (url: string): { from: number, to: number } | undefined {
-  const at = url.lastIndexOf('@')
-  if (at < 0) return undefined
-  const slashes = url.indexOf('//')
-  return { from: slashes >= 0 && slashes < at ? slashes + 2 : 0, to: at }
-}
-
-/**
- * `url` as a message may show it, parsed or not: its user info masked (`mongodb://***@host/`)
- * and its query, which may hold secrets too (`tlsCertificateKeyFilePassword`,
- * `authMechanismProperties`), left out (`?...`). The user info ends at the last `@`, not the
- * first: a password written with an unescaped `@` is what makes a url malformed to begin with.
- */
-export function urlWithoutCredentials (url: string): string {
-  const info = userInfoOf(url)
-  const shown = info === undefined ? url : `${url.slice(0, info.from)}${MASK}${url.slice(info.to)}`
-  const query = shown.indexOf('?')
-  return query < 0 ? shown : `${shown.slice(0, query)}?...`
-}
-
-/** The user name and password written in `url`, as written and percent-decoded, parsed or not. */
-export function credentialsIn (url: string): string[] {
-  const info = userInfoOf(url)
-  if (info === undefined) return []
-  const userInfo = url.slice(info.from, info.to)
-  const colon = userInfo.indexOf(':')
-  const out: string[] = []
-  for (const part of colon < 0 ? [userInfo] : [userInfo.slice(0, colon), userInfo.slice(colon + 1)]) {
-    out.push(part)
-    try { out.push(decodeURIComponent(part)) } catch { /* a malformed escape: as written only */ }
-  }
-  return out
-}
-
 /** The credentials a Db's client was made with (to keep them out of messages). */
 function credentialsOf (db: Db): string[] {
   const c = (db as unknown as { client?: ClientView }).client?.options?.credentials
   return [c?.username, c?.password].filter((s): s is string => typeof s === 'string')
-}
-
-/**
- * `text` without credentials: the user info of any connection string in it masked, and each
- * of `secrets` (a user name, a password) masked wherever it stands as a whole word. Whole
- * words only, so a short user name does not garble the rest ("a" in "Database names"); the
- * driver echoes a user name alone ("Username contains unescaped characters bob/x").
- */
-export function withoutCredentials (text: string, secrets: readonly string[] = []): string {
-  let out = text.replace(/\/\/[^\s"'`]*@/g, `//${MASK}@`)
-  for (const secret of [...new Set(secrets)].filter(s => s !== '').sort((a, b) => b.length - a.length)) {
-    const escaped = secret.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-    out = out.replace(new RegExp(`(?<![A-Za-z0-9])${escaped}(?![A-Za-z0-9])`, 'g'), MASK)
-  }
-  return out
 }
 
 /**
@@ -111,19 +60,18 @@ function parses (url: string): boolean {
 function refusedByDriver (option: string, err: unknown, url: string, clientOptions: MongoClientOptions | undefined): InvalidOptionError {
   const auth = clientOptions?.auth
   const secrets = [...credentialsIn(url), ...[auth?.username, auth?.password].filter((s): s is string => typeof s === 'string')]
-  const refused = new InvalidOptionError(`${option} refused by the MongoDB driver: ${withoutCredentials(describeError(err), secrets)}`)
   // The driver's error is the cause, its message and stack masked in place: a logger prints
   // them after ours (pino's error serializer joins the causes' messages). Nobody else holds it;
   // one that cannot be masked is left out.
+  let cause: unknown = err
   try {
     const e = err as Record<string, unknown>
     for (const key of ['message', 'stack']) {
       const text = e[key]
       if (typeof text === 'string' && withoutCredentials(text, secrets) !== text) e[key] = withoutCredentials(text, secrets)
     }
-    Object.defineProperty(refused, 'cause', { value: err, writable: true, configurable: true }) // not enumerable, as Error's own
-  } catch { /* a frozen error: no cause */ }
-  return refused
+  } catch { cause = undefined } // a frozen error: no cause
+  return new InvalidOptionError(`${option} refused by the MongoDB driver: ${withoutCredentials(describeError(err), secrets)}`, cause)
 }
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { credentialsIn, urlWithoutCredentials, withoutCredentials } from '../../src/mongo/connect.js'
+import { credentialsIn, urlWithoutCredentials, withoutCredentials } from '../../src/mongo/credentials.js'
 
 // The urls a message may have to show are the malformed ones: the masking cannot rely on parsing.
 describe('credentials never reach a message', () => {
