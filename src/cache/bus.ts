@@ -129,11 +129,7 @@ export class CacheBus {
     return { online: this.#online, ...this.#stats, heartbeats: { sent: this.#heartbeat.sent, received: this.#heartbeat.received, intervalMs: this.#heartbeat.intervalMs, detectionMs: this.#heartbeat.detectionMs } }
   }
 
-  /**
-   * A write told `unknown` (it may have been applied): announced with the others of its
-   * collection told so in the same turn, as one batch (a message only drops entries); close()
-   * sends what is still gathered.
-   */
+  /** A write told `unknown` (it may be applied): announced with those of its collection told so this turn, as one batch (close() sends what is gathered). */
   publishUncertain (name: string, op: WriteOp): void {
     let ops = this.#uncertain.get(name)
     if (ops === undefined) {
@@ -146,8 +142,11 @@ export class CacheBus {
   #publishUncertain (name: string): void {
     const ops = this.#uncertain.get(name)
     this.#uncertain.delete(name)
-    if (ops !== undefined) this.publish(name, ops, noUpsert, false)
+    if (ops !== undefined) this.publishUnknown(name, ops)
   }
+
+  /** Writes told `unknown`, as one batch: any of their upserts may have created a document. */
+  publishUnknown (name: string, ops: readonly WriteOp[]): void { this.publish(name, ops, noUpsert, false) }
 
   /**
    * Tells the other instances about a batch: acknowledged (its upserted _ids by index), or

@@ -142,7 +142,7 @@ export class ReadCache {
   /** Writes told `unknown` are fenced (`started`: their attempt may still land, fences.ts), or no longer: entries may be older than them, here and (bus, at its end) elsewhere. */
   fenced (name: string, ops: readonly WriteOp[], started: boolean): void {
     if (started) this.#fences.start(name)
-    else { this.#fences.end(name); this.#bus?.publish(name, ops, noUpsert, false) }
+    else { this.#fences.end(name); this.#bus?.publishUnknown(name, ops) }
     this.#effects.invalidateAll(name)
   }
 
@@ -289,8 +289,6 @@ export class ReadCache {
     if (unknown) this.#bus?.publishUncertain(name, op)
   }
 }
-
-const noUpsert = (): undefined => undefined
 
 function exactDoc (bytes: Uint8Array | null): Document | null {
   return bytes === null ? null : BSON.deserialize(bytes, EXACT)

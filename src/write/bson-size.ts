@@ -1,5 +1,6 @@
 import { BSON, ObjectId } from 'mongodb'
 import { BAD_DATES, CODE_VALUES, FILTER_VALUES, findUnsendable } from './unsendable.js'
+import { plainPrototype } from './write-options.js'
 
 /**
  * BSON size of a document, estimated once per write (the batch byte budget and the 16 MiB
@@ -60,8 +61,7 @@ function valueSize (v: unknown, depth: number, filter: number): number {
         v instanceof Map || typeof (v as { toBSON?: unknown }).toBSON === 'function') {
         throw new NeedsExact()
       }
-      const proto: unknown = Object.getPrototypeOf(v)
-      if (proto !== Object.prototype && proto !== null) return instanceSize(v as Record<string, unknown>, depth + 1, filter)
+      if (!plainPrototype(v)) return instanceSize(v as Record<string, unknown>, depth + 1, filter)
       return objectSize(v as Record<string, unknown>, depth + 1, filter)
     }
     default: if (filter !== 0) throw new NeedsExact(); return 0 // functions and symbols are not serialized: named in a filter or an update
@@ -160,7 +160,7 @@ export function bsonSize (doc: object, rules = 0): number {
   let n: number
   try {
     // a filter or an update given as a class instance: checked as one, on the exact path below
-    if ((rules & (IN_FILTER | IN_UPDATE)) !== 0 && !plainProto(doc)) throw new NeedsExact()
+    if ((rules & (IN_FILTER | IN_UPDATE)) !== 0 && !plainPrototype(doc)) throw new NeedsExact()
     n = objectSize(doc as Record<string, unknown>, 0, rules)
   } catch (err) {
     if (!(err instanceof NeedsExact)) throw err
@@ -176,9 +176,4 @@ export function bsonSize (doc: object, rules = 0): number {
 /** The exact size of `doc` serialized as the driver sends it. */
 export function exactBsonSize (doc: object): number {
   return BSON.calculateObjectSize(doc, AS_SENT)
-}
-
-function plainProto (v: object): boolean {
-  const proto: unknown = Object.getPrototypeOf(v)
-  return proto === Object.prototype || proto === null
 }

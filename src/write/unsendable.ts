@@ -1,4 +1,5 @@
 import { BSON } from 'mongodb'
+import { plainPrototype } from './write-options.js'
 
 /** findUnsendable's `mode`: also an invalid Date, which js-bson sends as 1970-01-01 (its NaN time written as 0). */
 export const BAD_DATES = 1
@@ -73,7 +74,7 @@ function walk (v: unknown, path: string, depth: number, mode: number): string | 
   }
   // own keys, as BSON sends them (Object.keys); a class instance's function-valued fields are
   // left out by BSON as its methods are: not refused below one (undefined in a filter still is)
-  const plain = isPlainObject(v)
+  const plain = plainPrototype(v)
   const keys = Object.keys(v)
   if (!plain && keys.length === 0 && (mode & (FILTER_VALUES | CODE_VALUES)) !== 0) {
     // a class instance whose data is in getters or #private fields, a Set, a URL: BSON sends {}
@@ -85,11 +86,6 @@ function walk (v: unknown, path: string, depth: number, mode: number): string | 
     if (found !== undefined) return found
   }
   return undefined
-}
-
-function isPlainObject (v: object): boolean {
-  const proto: unknown = Object.getPrototypeOf(v)
-  return proto === Object.prototype || proto === null
 }
 
 /** A primitive value that BSON would not send as written: in a filter (FILTER_VALUES) or an update (CODE_VALUES). */

@@ -50,8 +50,13 @@ export function isEmbeddable (v: unknown): v is Document {
  */
 export function isPlain (v: unknown): v is Document {
   if (typeof v !== 'object' || v === null) return false
+  return plainPrototype(v) && typeof (v as { toBSON?: unknown }).toBSON !== 'function'
+}
+
+/** An object literal's prototype (or none): not a class instance, whose inherited and private state BSON does not send. */
+export function plainPrototype (v: object): boolean {
   const proto: unknown = Object.getPrototypeOf(v)
-  return (proto === Object.prototype || proto === null) && typeof (v as { toBSON?: unknown }).toBSON !== 'function'
+  return proto === Object.prototype || proto === null
 }
 
 /**
