@@ -57,8 +57,11 @@ const PIPELINE_AT = 500
  *   one batch, and a lone write waits for no timer at all (a timer, even of 0 ms, made the
  *   buffer slower than no buffer at low load: 0.14x its throughput at one connection with a
  *   5 ms timer).
- * - While a collection has a batch out, its new writes gather; the moment the batch returns
- *   they go (a microtask), as one batch, so batches grow with the load and round trips.
+ * - While a collection has a batch out, its new writes gather, and go as one batch at the end
+ *   of the turn in which it returns (not in a microtask: the driver's send, a chain of them,
+ *   reached the socket 0.6 ms after its call, queued behind the callers' responses; at the
+ *   turn's end those are out, and requests read meanwhile join: at 100 connections 48-49
+ *   writes per batch, not 45-46, and 9% more requests served). Batches grow with the load.
  * - A full batch (`maxBatchSize` / `maxBatchBytes`) goes at once whenever a slot is free, and so
  *   do PIPELINE_AT fresh inserts; a take of ≥ twice that (< twice maxCount) with 2 slots free halves.
  *
@@ -158,7 +161,6 @@ export class Dispatcher implements QueueListener {
   returned (queue: CollectionQueue): void {
     this.#inFlight--
     this.#policy.returned(queue)
-    this.#next.soon()
   }
 
   stop (): void {
@@ -176,7 +178,10 @@ export class Dispatcher implements QueueListener {
         if (queue.inFlight === 0) this.#next.atTurnEnd()
         else this.#next.soon() // enough fresh inserts to go beside the batch out
       },
-      returned: queue => { if (queue.size > 0) this.#ready.add(queue.readyLink) },
+      returned: queue => {
+        if (queue.size > 0) this.#ready.add(queue.readyLink)
+        this.#next.atTurnEnd() // not a microtask (see the header)
+      },
       mayGo,
       pipelineAt: PIPELINE_AT,
     }
@@ -191,7 +196,10 @@ export class Dispatcher implements QueueListener {
         this.#lingerMsAt = Date.now() + lingerMs
         this.#wake.by(this.#lingerMsAt)
       },
-      returned: () => { this.#due = true },
+      returned: () => {
+        this.#due = true
+        this.#next.soon()
+      },
       mayGo: () => false,
       pipelineAt: Infinity,
     }
