@@ -9,10 +9,11 @@ import { AsyncResource } from 'node:async_hooks'
 const SETTLED = Promise.resolve()
 
 /**
- * When the Dispatcher's pump runs next: `soon()` in a microtask (a batch returned, something
- * is due), `atTurnEnd()` in a `setImmediate` — after the I/O callbacks of this event-loop turn
- * and their microtasks, so the writes of every request handled in this turn share one batch.
- * Each is scheduled at most once until it runs. (The third way, the wake-up at a linger's end,
+ * When the Dispatcher's pump runs next: `soon()` in a microtask (something is due),
+ * `atTurnEnd()` in a `setImmediate` — after the I/O callbacks of this event-loop turn and their
+ * microtasks, so the writes of every request handled in this turn share one batch — or
+ * `atNextTurnEnd()`, a turn later (a small batch returned: its successors wait for company).
+ * Each is scheduled at most once until it runs. (The other way, the wake-up at a linger's end,
  * is the WakeTimer.)
  *
  * Bound to the async context of the buffer's construction: a send belongs to no caller.
@@ -23,8 +24,10 @@ const SETTLED = Promise.resolve()
 export class PumpSchedule {
   #soon = false
   #turnEnd = false
+  #nextTurn = false
   readonly #soonTask: () => void
   readonly #turnEndTask: () => void
+  readonly #nextTurnTask: () => void
 
   constructor (pump: () => void) {
     this.#soonTask = AsyncResource.bind((): void => {
@@ -34,6 +37,11 @@ export class PumpSchedule {
     this.#turnEndTask = AsyncResource.bind((): void => {
       this.#turnEnd = false
       pump()
+    })
+    // an immediate queued while immediates run waits for the next turn's
+    this.#nextTurnTask = AsyncResource.bind((): void => {
+      this.#nextTurn = false
+      this.atTurnEnd()
     })
   }
 
@@ -48,5 +56,12 @@ export class PumpSchedule {
     if (this.#turnEnd) return
     this.#turnEnd = true
     setImmediate(this.#turnEndTask)
+  }
+
+  /** At the end of the next event-loop turn (a pump asked for earlier still runs then). */
+  atNextTurnEnd (): void {
+    if (this.#nextTurn) return
+    this.#nextTurn = true
+    setImmediate(this.#nextTurnTask)
   }
 }
