@@ -63,7 +63,7 @@ const COMPANY = 64
  *   more, of the next. Not in a microtask: the driver's send, a chain of them, reached the
  *   socket 0.6 ms after its call, behind the callers' responses; at the turn's end those are
  *   out, and the requests read meanwhile join (at 100 connections 48-49 writes per batch, not
- *   45-46: +9-16% requests served; with the next turn's, 62-66: +20% more). Batches grow with
+ *   45-46: +9-16% requests served; with the next turn's, 62-66: +9-20% more). Batches grow with
  *   the load.
  * - A full batch (`maxBatchSize` / `maxBatchBytes`) goes at once whenever a slot is free, and so
  *   do PIPELINE_AT fresh inserts; a take of ≥ twice that (< twice maxCount) with 2 slots free halves.
