@@ -59,12 +59,12 @@ const COMPANY = 64
  *   buffer slower than no buffer at low load: 0.14x its throughput at one connection with a
  *   5 ms timer).
  * - While a collection has a batch out, its new writes gather, and go as one batch at the end
- *   of the turn in which it returns — if fewer than COMPANY gathered and that turn queues no
- *   more, of the next. Not in a microtask: the driver's send, a chain of them, reached the
- *   socket 0.6 ms after its call, behind the callers' responses; at the turn's end those are
- *   out, and the requests read meanwhile join (at 100 connections 48-49 writes per batch, not
- *   45-46: +9-16% requests served; with the next turn's, 62-66: +9-20% more). Batches grow with
- *   the load.
+ *   of the turn in which it returns — of the next if fewer than COMPANY gathered, nothing else
+ *   waits for a slot and nothing pumps in that turn (a write queued to it, say). Not in a
+ *   microtask: the driver's send, a chain of them, reached the socket 0.6 ms after its call,
+ *   behind the callers' responses; at the turn's end those are out, and the requests read
+ *   meanwhile join (at 100 connections 48-49 writes per batch, not 45-46: +9-16% requests
+ *   served; with the next turn's, 62-66: +9-20% more). Batches grow with the load.
  * - A full batch (`maxBatchSize` / `maxBatchBytes`) goes at once whenever a slot is free, and so
  *   do PIPELINE_AT fresh inserts; a take of ≥ twice that (< twice maxCount) with 2 slots free halves.
  *
@@ -180,8 +180,8 @@ export class Dispatcher implements QueueListener {
       },
       returned: queue => {
         if (queue.size > 0) this.#ready.add(queue.readyLink)
-        // not a microtask; a few writes wait a turn more for company, unless more are queued (header)
-        const few = queue.size > 0 && queue.size < COMPANY && !this.#full(queue) && !this.#flushing()
+        // not a microtask; a few writes wait a turn more for company, unless anything else may go (header)
+        const few = queue.size > 0 && queue.size < COMPANY && !this.#full(queue) && !this.#flushing() && !this.#due && this.#ready.size === 1
         if (few) this.#next.atNextTurnEnd()
         else this.#next.atTurnEnd()
       },

@@ -58,7 +58,7 @@ export class PumpSchedule {
     setImmediate(this.#turnEndTask)
   }
 
-  /** At the end of the next event-loop turn (a pump asked for earlier still runs then). */
+  /** At the end of the next event-loop turn (of the one after, if asked while immediates run); a pump asked for meanwhile runs then. */
   atNextTurnEnd (): void {
     if (this.#nextTurn) return
     this.#nextTurn = true

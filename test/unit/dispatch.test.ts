@@ -92,6 +92,27 @@ describe('dispatch (adaptive, lingerMs 0)', () => {
     await Promise.all(writes)
   })
 
+  it('a few writes do not wait a turn more while another collection waits for the slot: its full batch goes at the end of the turn of the return', async () => {
+    const { db, calls } = sink()
+    const wb = buffer(db, { maxInFlight: 1, maxBatchSize: 100 })
+    const a = wb.collection('a')
+    const b = wb.collection('b')
+    const writes = [a.insertOne({ i: -1 })]
+    await turnEnd()
+    writes.push(a.insertOne({ i: 0 }))
+    writes.push(...Array.from({ length: 100 }, (_, i) => b.insertOne({ i })))
+    await returnTurn()
+    expect(calls.map(x => x.ops)).toEqual([1]) // the one slot is taken
+    calls[0]?.answer()
+    await returnTurn()
+    expect(calls.map(x => x.ops)).toEqual([1, 100])
+    calls[1]?.answer()
+    await returnTurn()
+    expect(calls.map(x => x.ops)).toEqual([1, 100, 1])
+    calls[2]?.answer()
+    await Promise.all(writes)
+  })
+
   it('a full batch goes at once (same turn) even while another is in flight, within maxInFlight', async () => {
     const { db, calls } = sink()
     const c = buffer(db, { maxBatchSize: 10, maxInFlight: 2 }).collection('c')
