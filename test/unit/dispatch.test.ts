@@ -32,6 +32,12 @@ async function returnTurn (): Promise<void> {
   await turnEnd()
 }
 
+/** Answers a recorded bulkWrite and waits out the turn of its return. */
+async function answered (call: { answer: () => void } | undefined): Promise<void> {
+  call?.answer()
+  await returnTurn()
+}
+
 describe('dispatch (adaptive, lingerMs 0)', () => {
   it('an idle collection sends at the end of the turn in which writes were queued, all of them in one batch', async () => {
     const { db, calls } = sink()
@@ -78,15 +84,13 @@ describe('dispatch (adaptive, lingerMs 0)', () => {
     const writes = [c.insertOne({ i: -1 })]
     await turnEnd()
     writes.push(...Array.from({ length: 3 }, (_, i) => c.insertOne({ i })))
-    calls[0]?.answer()
-    await returnTurn() // the turn of the return ended, and queued nothing more
+    await answered(calls[0]) // the turn of the return ended, and queued nothing more
     expect(calls).toHaveLength(1)
     writes.push(c.insertOne({ i: 3 })) // a request read in the next turn
     await turnEnd()
     expect(calls.map(x => x.ops)).toEqual([1, 4])
     writes.push(...Array.from({ length: 64 }, (_, i) => c.insertOne({ i: 100 + i })))
-    calls[1]?.answer()
-    await returnTurn()
+    await answered(calls[1])
     expect(calls.map(x => x.ops)).toEqual([1, 4, 64])
     calls[2]?.answer()
     await Promise.all(writes)
@@ -103,11 +107,9 @@ describe('dispatch (adaptive, lingerMs 0)', () => {
     writes.push(...Array.from({ length: 100 }, (_, i) => b.insertOne({ i })))
     await returnTurn()
     expect(calls.map(x => x.ops)).toEqual([1]) // the one slot is taken
-    calls[0]?.answer()
-    await returnTurn()
+    await answered(calls[0])
     expect(calls.map(x => x.ops)).toEqual([1, 100])
-    calls[1]?.answer()
-    await returnTurn()
+    await answered(calls[1])
     expect(calls.map(x => x.ops)).toEqual([1, 100, 1])
     calls[2]?.answer()
     await Promise.all(writes)
@@ -122,8 +124,7 @@ describe('dispatch (adaptive, lingerMs 0)', () => {
     for (let i = 0; i < 35; i++) writes.push(c.insertOne({ i }))
     await microtasks()
     expect(calls.map(x => x.ops)).toEqual([1, 10]) // one slot was free: one full batch
-    calls[0]?.answer()
-    await returnTurn()
+    await answered(calls[0])
     expect(calls.map(x => x.ops)).toEqual([1, 10, 10])
     for (let k = 1; calls.length < 5 && k < 10; k++) {
       calls[k]?.answer()
@@ -156,10 +157,9 @@ describe('dispatch (adaptive, lingerMs 0)', () => {
     await turnEnd()
     expect(calls).toHaveLength(2)
     expect(wb.stats().inFlight).toBe(2)
-    calls[0]?.answer()
-    await returnTurn()
+    await answered(calls[0])
     expect(calls).toHaveLength(3)
-    for (let k = 1; k < 4; k++) { calls[k]?.answer(); await returnTurn() }
+    for (let k = 1; k < 4; k++) await answered(calls[k])
     await Promise.all(writes)
     expect(calls).toHaveLength(4)
   })
@@ -257,11 +257,9 @@ describe('dispatch (adaptive, lingerMs 0)', () => {
       const writes = inserts(c, 1000)
       await turnEnd()
       expect(calls.map(x => x.ops)).toEqual([400, 400])
-      calls[0]?.answer()
-      await returnTurn()
+      await answered(calls[0])
       expect(calls).toHaveLength(2) // the collection still has a batch out
-      calls[1]?.answer()
-      await returnTurn()
+      await answered(calls[1])
       expect(calls.map(x => x.ops)).toEqual([400, 400, 200])
       for (const call of calls) call.answer()
       await Promise.all(writes)
