@@ -63,8 +63,8 @@ const mode = args.quick ? 'quick' : 'full'
 const common = { baselineRef: args.baseline ?? (args.quick ? undefined : 'e27eba6') }
 const settings = args.quick
   // quick: a smoke run (test/bench.test.ts): every suite and row once, windows of 1 s; its numbers are not quoted anywhere
-  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 1, loginDurationS: 1, curveDurationS: 1, curveRounds: 2, hotPathOps: 20_000, hotPathPasses: 1, cacheScaleOps: 300, cacheBusTrials: 50, scaleWrites: 10_000, scaleCacheReads: 500, scaleCacheWrites: 10_000, apiPathWrites: 5_000, apiPathRounds: 1 }
-  : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, jitWarmS: 4, loginDurationS: 10, curveDurationS: 5, curveRounds: 2, hotPathOps: 200_000, hotPathPasses: 3, cacheScaleOps: 2_000, cacheBusTrials: 500, apiPathWrites: 60_000, apiPathRounds: 6 }
+  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 1, loginDurationS: 1, curveDurationS: 1, curveRounds: 2, accountRounds: 1, hotPathOps: 20_000, hotPathPasses: 1, cacheScaleOps: 300, cacheBusTrials: 50, scaleWrites: 10_000, scaleCacheReads: 500, scaleCacheWrites: 10_000, apiPathWrites: 5_000, apiPathRounds: 1 }
+  : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, jitWarmS: 4, loginDurationS: 10, curveDurationS: 5, curveRounds: 2, accountRounds: 2, hotPathOps: 200_000, hotPathPasses: 3, cacheScaleOps: 2_000, cacheBusTrials: 500, apiPathWrites: 60_000, apiPathRounds: 6 }
 const SUITES = { raw: rawSuite, overhead: overheadSuite, apiPath: apiPathSuite, http: httpSuite, cpuAccount: cpuAccountSuite, loadCurve: loadCurveSuite, login: loginSuite, loginDetached: loginDetachedSuite, coalescing: coalescingSuite, cacheScale: cacheScaleSuite, cacheBus: cacheBusSuite, hotPath: hotPathSuite, scaleDispatch: scaleDispatchSuite, scaleCache: scaleCacheSuite }
 
 const started = performance.now()

@@ -1,7 +1,8 @@
 // The stub Db of the suites that measure our code alone (scale-dispatch, self-time, the CPU
 // account's in-process route): its bulkWrite answers after one setImmediate, as a server that
 // costs nothing would — or, with `answerAfterMs()`, after waits that average that many ms (read
-// per batch), as a server with that round trip and no CPU would; no driver.
+// per batch), as a server with that round trip and no CPU would; no driver. And `groupWait`, the
+// CPU account's batcher that is not this library.
 const ANSWER = { insertedCount: 0, matchedCount: 0, modifiedCount: 0, deletedCount: 0, upsertedCount: 0, upsertedIds: {}, insertedIds: {} }
 
 /**
@@ -41,5 +42,40 @@ export function stubDb ({ answerAfterMs } = {}) {
       }
       return c
     },
+  }
+}
+
+/**
+ * Group commit in a dozen lines, no library: `wait()` joins the open batch, which goes at the end
+ * of the turn when fewer than `inFlight` batches are out, else at the end of the turn in which one
+ * returns, and comes back after the same round trips as the stub Db's. What any batcher with that
+ * many batches in flight reaches at that round trip if its writes cost nothing (the stub's round
+ * trip does not grow with two batches at the server, as a server's would). `stats()` counts as
+ * the buffer's.
+ */
+export function groupWait ({ answerAfterMs, inFlight = 1 }) {
+  const roundTrip = roundTrips(answerAfterMs)
+  const counts = { batches: 0, flushedOps: 0 }
+  let open = []
+  let out = 0
+  const send = () => {
+    if (out >= inFlight || open.length === 0) return
+    const batch = open
+    open = []
+    out++
+    counts.batches++
+    counts.flushedOps += batch.length
+    roundTrip().then(() => {
+      out--
+      for (const resolve of batch) resolve()
+      if (open.length > 0) setImmediate(send)
+    })
+  }
+  return {
+    wait: () => new Promise(resolve => {
+      open.push(resolve)
+      if (out < inFlight && open.length === 1) setImmediate(send)
+    }),
+    stats: () => ({ ...counts }),
   }
 }

@@ -74,7 +74,8 @@ function physicalLimitTargets (loadCurve, cpuAccount) {
       met: ((r.bufferedVsNoDb ?? 0) >= 0.65 && p99Ok) || (r.bufferedLibraryPlusDriverUs ?? Infinity) <= 6,
       notes: `the driver alone at this load's batch size (${fmt(buffered.avgBatch)} writes): bulkWrite ${fmt(r.driverFloorBulkWriteUs, ' µs')}, insert command ${fmt(r.driverFloorInsertCommandUs, ' µs')} per write; this library + the cheapest: ${fmt(r.libraryPlusCheapestDriverUs, ' µs')}; ` +
         `this machine's bound at 100 connections (no-DB app + cheapest driver + server + load generator, no idle): ${fmt(r.boundVsNoDb, 'x')} the no-DB route, ${fmt(r.boundVsNaive, 'x')} naive (${fmt(r.boundWithoutDriverVsNaive, 'x')} with a free driver too); ` +
-        `the same route over an in-process server with its round trip (${fmt(r.inProcessRoundTripMs, ' ms')}, came out ${fmt(r.inProcessAchievedRoundTripMs, ' ms')}) and no CPU: ${fmt(r.inProcessVsNoDb, 'x')} the no-DB route, the buffer adding ${fmt(r.bufferInRouteUs, ' µs')} of app CPU per request and the driver ${fmt(r.driverInRouteUs, ' µs')} more`,
+        `the same route over an in-process server with its round trip (${fmt(r.inProcessRoundTripMs, ' ms')}, came out ${fmt(r.inProcessAchievedRoundTripMs, ' ms')}) and no CPU: ${fmt(r.inProcessVsNoDb, 'x')} the no-DB route, the buffer adding ${fmt(r.bufferInRouteUs, ' µs')} of app CPU per request and the driver ${fmt(r.driverInRouteUs, ' µs')} more; ` +
+        `a handler that waits the same way with no library (one batch out, the same round trip, no CPU per write): ${fmt(r.gateVsNoDb, 'x')} the no-DB route, the ceiling of any such batcher here (the buffered route reached ${fmt(r.bufferedVsGate, 'x')} of it; with two batches out and the same round trip ${fmt(r.gate2VsNoDb, 'x')}); over it this library adds ${fmt(r.libraryOverGateUs, ' µs')} per request, and with the driver ${fmt(r.libraryPlusDriverOverGateUs, ' µs')} (whole-process CPU, no profile)`,
     })
   }
   return out

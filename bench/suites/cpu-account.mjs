@@ -24,7 +24,7 @@ import Fastify from 'fastify'
 import { MongoClient, ObjectId } from 'mongodb'
 import writeBuffer, { WriteBuffer } from '../../dist/index.js'
 import { withProgress } from '../progress.mjs'
-import { stubDb } from '../stub-db.mjs'
+import { groupWait, stubDb } from '../stub-db.mjs'
 import { ratio, round, sum } from '../stats.mjs'
 
 const BODY = JSON.stringify({ user: 'u1', kind: 'click', value: 42 })
@@ -321,7 +321,7 @@ function startLoad (url, durationS) {
   return { pid: child.pid, done }
 }
 
-async function measureRoute ({ base, route, counts, server, warmS, windowS, profileDir, stats }) {
+async function measureRoute ({ base, route, pass, counts, server, warmS, windowS, profileDir, stats }) {
   const session = new Session()
   session.connect()
   await session.post('Profiler.enable')
@@ -336,7 +336,7 @@ async function measureRoute ({ base, route, counts, server, warmS, windowS, prof
   let perf = null
   if (profileDir && process.env.FWB_CPU_PERF === '1') {
     await mkdir(profileDir, { recursive: true })
-    const child = execFile('perf', ['record', '-q', '-e', 'cpu-clock', '-F', '999', '-g', '-t', String(process.pid), '-o', join(profileDir, `perf-${route}.data`)], () => {})
+    const child = execFile('perf', ['record', '-q', '-e', 'cpu-clock', '-F', '999', '-g', '-t', String(process.pid), '-o', join(profileDir, `perf-${route}-${pass}.data`)], () => {})
     perf = { child, exited: new Promise(resolve => child.once('exit', resolve)) }
   }
   const before = reading(server, load.pid)
@@ -351,17 +351,72 @@ async function measureRoute ({ base, route, counts, server, warmS, windowS, prof
   const requests = counts[route] - requestsBefore
   const statsAfter = stats()
   const batches = statsAfter.batches - statsBefore.batches
-  const avgBatch = batches === 0 ? null : round((statsAfter.flushedOps - statsBefore.flushedOps) / batches, 1)
+  const ops = statsAfter.flushedOps - statsBefore.flushedOps
+  const avgBatch = batches === 0 ? null : round(ops / batches, 1)
   const { profile } = await session.post('Profiler.stop')
   await session.post('Profiler.disable')
   session.disconnect()
   const loadResult = await load.done
   if (profileDir) {
     await mkdir(profileDir, { recursive: true })
-    await writeFile(join(profileDir, `cpu-account-${route}.cpuprofile`), JSON.stringify(profile))
+    await writeFile(join(profileDir, `cpu-account-${route}-${pass}.cpuprofile`), JSON.stringify(profile))
   }
-  const perfPct = perf === null ? null : perfSplit(join(profileDir, `perf-${route}.data`))
-  return { requests, batches, avgBatch, perfPct, cpu: diff(before, after), attribution: attribute(profile), load: loadResult }
+  const perfPct = perf === null ? null : perfSplit(join(profileDir, `perf-${route}-${pass}.data`))
+  return { requests, batches, ops, avgBatch, perfPct, cpu: diff(before, after), attribution: attribute(profile), load: loadResult }
+}
+
+/** Sums of two objects of counts, key by key. */
+function addCounts (a, b) {
+  const out = { ...a }
+  for (const [k, n] of Object.entries(b)) out[k] = (out[k] ?? 0) + n
+  return out
+}
+
+/**
+ * One route's rounds as one measurement: requests, CPU and profile samples add up (so a round
+ * counts by its length); the latency is the worse round's.
+ */
+function merged (a, b) {
+  if (a === undefined) return b
+  const add = (x, y) => (x === null || y === null ? null : x + y)
+  const batches = a.batches + b.batches
+  const ops = a.ops + b.ops
+  const top = {}
+  for (const c of new Set([...Object.keys(a.attribution.top), ...Object.keys(b.attribution.top)])) {
+    const byFn = new Map()
+    for (const { fn, samples } of [...(a.attribution.top[c] ?? []), ...(b.attribution.top[c] ?? [])]) byFn.set(fn, (byFn.get(fn) ?? 0) + samples)
+    top[c] = [...byFn].sort((x, y) => y[1] - x[1]).slice(0, 12).map(([fn, samples]) => ({ fn, samples }))
+  }
+  const perfOf = (x, y) => {
+    if (x === null || y === null) return x ?? y
+    const n = x.samples + y.samples
+    const mix = (p, q) => Object.fromEntries([...new Set([...Object.keys(p), ...Object.keys(q)])].map(k => [k, round(((p[k] ?? 0) * x.samples + (q[k] ?? 0) * y.samples) / n, 1)]))
+    return { samples: n, withJsFrames: x.withJsFrames || y.withJsFrames, pct: mix(x.pct, y.pct), socketWritePct: mix(x.socketWritePct, y.socketWritePct) }
+  }
+  return {
+    requests: a.requests + b.requests,
+    batches,
+    ops,
+    avgBatch: batches === 0 ? null : round(ops / batches, 1),
+    perfPct: perfOf(a.perfPct, b.perfPct),
+    cpu: {
+      wallS: a.cpu.wallS + b.cpu.wallS,
+      appS: a.cpu.appS + b.cpu.appS,
+      mainS: add(a.cpu.mainS, b.cpu.mainS),
+      profilerS: add(a.cpu.profilerS, b.cpu.profilerS),
+      serverS: add(a.cpu.serverS, b.cpu.serverS),
+      loadGenS: add(a.cpu.loadGenS, b.cpu.loadGenS),
+      machine: a.cpu.machine === null || b.cpu.machine === null ? null : { totalS: a.cpu.machine.totalS + b.cpu.machine.totalS, idleS: a.cpu.machine.idleS + b.cpu.machine.idleS },
+    },
+    attribution: {
+      samples: addCounts(a.attribution.samples, b.attribution.samples),
+      socketWrites: addCounts(a.attribution.socketWrites, b.attribution.socketWrites),
+      total: a.attribution.total + b.attribution.total,
+      nodeOrNative: a.attribution.nodeOrNative + b.attribution.nodeOrNative,
+      top,
+    },
+    load: { ...b.load, p50Ms: Math.max(a.load.p50Ms, b.load.p50Ms), p99Ms: Math.max(a.load.p99Ms, b.load.p99Ms) },
+  }
 }
 
 /** µs per request of each component, from one route's readings. */
@@ -475,6 +530,8 @@ const ROUTES = [
   { key: 'noop', name: 'no-DB' },
   { key: 'buffered', name: 'buffered' },
   { key: 'inProcess', name: 'buffered, in-process server' },
+  { key: 'gate', name: 'group wait, no library, in-process server' },
+  { key: 'gate2', name: 'group wait, 2 batches out, no library, in-process server' },
   { key: 'naive', name: 'naive' },
 ]
 
@@ -483,13 +540,17 @@ const IN_PROCESS_WARM_UP_MS = 3
 
 /**
  * `durationS`: seconds of load per route; the first third (≤ 2 s) warms up, the rest is measured.
+ * `accountRounds`: the routes are measured this many times, in turn, the order reversed every other
+ * round (the machine's speed drifts: a route measured in one window of its own was 0.48-0.67 of
+ * the no-DB route over five runs); each round warms up again and measures its share of the window.
  * `jitWarmS`: seconds of untimed load on every route before any is measured: a route measured
  * 1-2 s into its first load was still compiling (the app's other threads, mostly the JIT's,
  * spent 700 ms of 3 s 1-4 s into a buffered load, 80-300 ms from 8 s on).
  */
-export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
+export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0, accountRounds: rounds = 2 }) {
   const warmS = Math.min(2, durationS / 3)
   const windowS = durationS - warmS
+  const roundS = windowS / rounds
   const cores = os.cpus().length
   const server = serverOf(uri)
   // no command monitoring (the other suites count commands with it; here it would add driver CPU)
@@ -509,7 +570,9 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
     if (p50 > 0) roundTrip.ms = p50
   }
   const inProcess = new WriteBuffer(stubDb({ answerAfterMs: () => roundTrip.ms }), { maxBatchSize: 1000 })
-  const counts = { first: null, noop: 0, buffered: 0, inProcess: 0, naive: 0 }
+  // and handlers that wait the same way with no library: one batch out (two), the same round trip
+  const gates = { gate: groupWait({ answerAfterMs: () => roundTrip.ms }), gate2: groupWait({ answerAfterMs: () => roundTrip.ms, inFlight: 2 }) }
+  const counts = { first: null, noop: 0, buffered: 0, inProcess: 0, gate: 0, gate2: 0, naive: 0 }
   const doc = body => ({ ...body, at: new Date() })
   const seen = () => { if (counts.first === null) counts.first = performance.now() }
   app.post('/noop', async (req, reply) => {
@@ -529,6 +592,15 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
     counts.inProcess++
     return reply.code(201).send({ ok: true })
   })
+  for (const key of ['gate', 'gate2']) {
+    app.post(`/${key}`, async (req, reply) => {
+      seen()
+      doc(req.body)
+      await gates[key].wait()
+      counts[key]++
+      return reply.code(201).send({ ok: true })
+    })
+  }
   app.post('/naive', async (req, reply) => {
     seen()
     await db.collection('naive').insertOne(doc(req.body))
@@ -540,7 +612,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
   const measured = {}
   const loadAvg = []
   let floorBatch = 1
-  const bufferOf = key => (key === 'inProcess' ? inProcess : app.writeBuffer)
+  const bufferOf = key => (key === 'inProcess' ? inProcess : key in gates ? { flush: async () => {}, stats: gates[key].stats } : app.writeBuffer)
   try {
     if (jitWarmS > 0) {
       for (const r of ROUTES) {
@@ -549,13 +621,16 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
         if (r.key === 'buffered') followBuffered()
       }
     }
-    for (const r of ROUTES) {
-      loadAvg.push(round(os.loadavg()[0], 2))
-      measured[r.key] = await withProgress(`cpu account: ${r.name}`, () => measureRoute({ base, route: r.key, counts, server, warmS, windowS, profileDir, stats: () => bufferOf(r.key).stats() }), (warmS + windowS + 1.5) * 1000)
-      await bufferOf(r.key).flush()
-      if (r.key === 'buffered') followBuffered()
-      // read now: the stats' window (one to two minutes) would have moved past it by the end
-      if (r.key === 'inProcess') roundTrip.achievedMs = inProcess.stats().roundTripMs.p50
+    for (let n = 0; n < rounds; n++) {
+      for (const r of n % 2 === 0 ? ROUTES : [...ROUTES].reverse()) {
+        loadAvg.push(round(os.loadavg()[0], 2))
+        const m = await withProgress(`cpu account: ${r.name}, round ${n + 1} of ${rounds}`, () => measureRoute({ base, route: r.key, pass: n + 1, counts, server, warmS, windowS: roundS, profileDir, stats: () => bufferOf(r.key).stats() }), (warmS + roundS + 1.5) * 1000)
+        measured[r.key] = merged(measured[r.key], m)
+        await bufferOf(r.key).flush()
+        if (r.key === 'buffered') followBuffered()
+        // read now: the stats' window (one to two minutes) would have moved past it by the end
+        if (r.key === 'inProcess') roundTrip.achievedMs = inProcess.stats().roundTripMs.p50
+      }
     }
     // the driver alone at the batch size the buffered route produced
     floorBatch = Math.max(1, Math.round(measured.buffered.avgBatch ?? 1))
@@ -603,7 +678,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
   const results = ROUTES.map(rowOf)
   const floor = FLOOR_WAYS.map(w => ({ ...rowOf({ key: w.key, name: `${w.name} of ${floorBatch}, ${FLOOR_IN_FLIGHT} in flight (µs per write)` }), batch: floorBatch, inFlight: FLOOR_IN_FLIGHT }))
   const table = accountTable([...results, ...floor])
-  const { noop, buffered, inProcess: inProcessRow, naive } = Object.fromEntries(results.map(r => [r.key, r]))
+  const { noop, buffered, inProcess: inProcessRow, gate: gateRow, gate2: gate2Row, naive } = Object.fromEntries(results.map(r => [r.key, r]))
   const { floorBulkWrite, floorInsertCommand } = Object.fromEntries(floor.map(r => [r.key, r]))
   const bound = boundOf({ noop, buffered, floorInsertCommand }, cores)
   return {
@@ -627,6 +702,16 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
       bufferInRouteUs: difference(inProcessRow.appUs, noop.appUs),
       // app CPU per request the driver and the server's socket add on top of that
       driverInRouteUs: difference(buffered.appUs, inProcessRow.appUs),
+      // a handler that waits the same way (one batch out, the same round trip) with no library and no CPU per write:
+      // the most any batcher with one batch in flight reaches at this round trip
+      gateVsNoDb: ratio(gateRow.rate, noop.rate),
+      // the same with two batches out, at the same round trip (a server's would grow): what a second batch in flight could win at most
+      gate2VsNoDb: ratio(gate2Row.rate, noop.rate),
+      // the buffered route against that ceiling: near 1, the rest of the way to the no-DB route is the round trip's
+      bufferedVsGate: ratio(buffered.rate, gateRow.rate),
+      // app CPU per request this library adds to that wait (no driver), and this library + the driver calls it makes
+      libraryOverGateUs: difference(inProcessRow.appUs, gateRow.appUs),
+      libraryPlusDriverOverGateUs: difference(buffered.appUs, gateRow.appUs),
       // the driver alone, at the batch size this load produced: the calls the buffer makes, and the cheapest
       driverFloorBulkWriteUs: floorBulkWrite.us.driver,
       driverFloorInsertCommandUs: floorInsertCommand.us.driver,
@@ -638,7 +723,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
       boundWithoutDriverVsNaive: bound.withoutDriver === null ? null : ratio(bound.withoutDriver, naive.rate),
     },
     notes: [
-      `window: ${round(windowS, 1)} s in the middle of each route's load (after ${round(warmS, 1)} s of warm-up${jitWarmS > 0 ? `, and ${jitWarmS} s of untimed load on every route before the first` : ', no untimed JIT warm-up before'}); requests = handler completions inside the window; ${cores} cores; load average at each route's start ${loadAvg.join(' / ')} — the machine is shared, so absolute µs move with other agents' load; compare shares`,
+      `window: ${round(windowS, 1)} s of each route's load${rounds > 1 ? `, in ${rounds} rounds of ${round(roundS, 1)} s taken in turn with the other routes' (order reversed every other round; requests, CPU and samples add up; p50/p99 the worse round's)` : ''}, in the middle of each load (after ${round(warmS, 1)} s of warm-up${jitWarmS > 0 ? `, and ${jitWarmS} s of untimed load on every route before the first` : ', no untimed JIT warm-up before'}); requests = handler completions inside the window; ${cores} cores; load average at each route's start ${loadAvg.join(' / ')} — the machine is shared, so absolute µs move with other agents' load; compare shares`,
       `app rows: V8 CPU profile of the window (node:inspector, ${SAMPLING_INTERVAL_US} µs sampling) splits the main thread's CPU (/proc/self/task) by self-time samples; node: and native frames are charged to their nearest caller in fastify (+deps), dist/, the driver or the bench; with none they stay "node internals"; "other threads" = process CPU − main thread`,
       server === null
         ? 'server processes: not found by the URI\'s port (not Linux, or the server is remote): not measured'
@@ -646,6 +731,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0 }) {
       'other processes = machine busy − app − server − load generator; the sum of all rows is checked against cores × window seconds (sumVsWallCpu, 1.00 = all CPU accounted)',
       'bound (boundVsNoDb, boundVsNaive): cores ÷ (the no-DB route\'s app CPU + the driver-alone insert command\'s app CPU per write + the buffered route\'s server and load-generator CPU per request), no idle: the req/s a buffered route could reach if this library cost nothing and the driver no more than alone; boundWithoutDriverVsNaive: the same with the driver free too',
       `buffered, in-process server: the buffered route's handler over a second WriteBuffer whose stub Db answers each batch after ${round(roundTrip.ms, 2)} ms (the buffered route's median round trip, send → answer, from its buffer's stats; the stub's whole-ms timers are steered to average that, stub-db.mjs; inProcessAchievedRoundTripMs is its own median, measured the same way; the buffered route's round trips are skewed to the right, so a stub whose mean is their median answers sooner on average than the server did, if anything favouring this route) and costs no CPU — no driver, no socket; bufferInRouteUs = its app CPU − the no-DB route's (what the buffer costs in the route without a driver, with the extra event-loop wake-ups of a route that waits: fewer requests share each), driverInRouteUs = the buffered route's app CPU − its (what the driver and the server's socket add); both differences of whole-process CPU, so short windows (--quick) leave them noisy`,
+      'group wait, no library: the handler builds the same document and awaits a batch of a dozen lines of bench code (stub-db.mjs, groupWait): it goes at the end of the turn when none is out, else at the end of the turn in which the one out returns, and comes back after the in-process server\'s round trips; no library, no driver, no CPU per write. Its req/s is the ceiling of any batcher with one batch in flight at this round trip on this machine (gateVsNoDb); "2 batches out" lets a second batch go while one is out (gate2VsNoDb: the most a second batch in flight could win, since the stub\'s round trip does not grow with it, as a server\'s does); libraryOverGateUs = the in-process route\'s app CPU − its (this library\'s cost in the route, profile-free), libraryPlusDriverOverGateUs = the buffered route\'s − its (this library + the driver calls it makes + their socket, profile-free)',
       `driver alone: batches of ${floorBatch} documents (the buffered route's average in its window) sent straight through the driver, ${FLOOR_IN_FLIGHT} in flight, no library, no HTTP, profiled like a route; "bulkWrite" is the call the buffer makes, "insert command" one insert command through db.command (no bulk layer): its driver row is the least any sender through this driver pays per write at this batch size`,
       'caveat: on a busy machine the V8 profile over-charges socket writes (writev, writeBuffer): its samples land where the thread resumes after being preempted, and a loopback write that wakes the peer is where that happens; perf\'s on-CPU samples (standalone, FWB_CPU_PERF=1) put them 2-3x lower at load average 4-10, so the JS rows are the firmer part of the split',
     ],
@@ -719,7 +805,7 @@ if (isMain) {
       ['--perf-basic-prof', '--interpreted-frames-native-stack', ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' })
     process.exit(status ?? 1)
   }
-  const suite = await cpuAccountSuite({ uri, durationS: args.quick ? 3 : 10, jitWarmS: args.quick ? 1 : 4 })
+  const suite = await cpuAccountSuite({ uri, durationS: args.quick ? 3 : 10, jitWarmS: args.quick ? 1 : 4, accountRounds: args.quick ? 1 : 2 })
   process.stdout.write(`### ${suite.title}\n\n${suite.table}\n\nRatios: ${Object.entries(suite.ratios).map(([k, v]) => `${k} ${v}`).join(', ')}\n\n${suite.notes.map(n => `- ${n}`).join('\n')}\n`)
   if (suite.results[0].perf) {
     const keys = ['fastify', 'library', 'driver', 'bench', 'nodeInternals', 'gc', 'otherMain', 'profiler']
