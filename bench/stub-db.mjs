@@ -46,34 +46,41 @@ export function stubDb ({ answerAfterMs } = {}) {
 }
 
 /**
- * Group commit in a dozen lines, no library: `wait()` joins the open batch, which goes at the end
- * of the turn when fewer than `inFlight` batches are out, else at the end of the turn in which one
- * returns, and comes back after the same round trips as the stub Db's. What any batcher with that
- * many batches in flight reaches at that round trip if its writes cost nothing (the stub's round
- * trip does not grow with two batches at the server, as a server's would). `stats()` counts as
- * the buffer's.
+ * Group commit in a few lines, no library, with the buffer's rule: `wait(doc)` joins the open
+ * batch (holding the document until it returns, as a batcher would), which goes at the end of the
+ * turn when fewer than `inFlight` batches are out, else when one returns: at the end of that turn,
+ * or of the next if fewer than `company` gathered (the Dispatcher's COMPANY). It comes back after
+ * the same round trips as the stub Db's. What any batcher with that many batches in flight
+ * reaches at that round trip if its writes cost nothing (the stub's round trip does not grow with
+ * two batches at the server, as a server's would). `stats()` counts as the buffer's.
  */
-export function groupWait ({ answerAfterMs, inFlight = 1 }) {
+export function groupWait ({ answerAfterMs, inFlight = 1, company = 64 }) {
   const roundTrip = roundTrips(answerAfterMs)
   const counts = { batches: 0, flushedOps: 0 }
   let open = []
+  let docs = []
   let out = 0
   const send = () => {
     if (out >= inFlight || open.length === 0) return
     const batch = open
+    const held = docs
     open = []
+    docs = []
     out++
     counts.batches++
     counts.flushedOps += batch.length
     roundTrip().then(() => {
       out--
+      held.length = 0
       for (const resolve of batch) resolve()
-      if (open.length > 0) setImmediate(send)
+      if (open.length >= company) setImmediate(send)
+      else if (open.length > 0) setImmediate(() => setImmediate(send))
     })
   }
   return {
-    wait: () => new Promise(resolve => {
+    wait: doc => new Promise(resolve => {
       open.push(resolve)
+      docs.push(doc)
       if (out < inFlight && open.length === 1) setImmediate(send)
     }),
     stats: () => ({ ...counts }),

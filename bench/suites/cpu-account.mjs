@@ -10,8 +10,9 @@
 // the sum is checked against the wall-clock CPU (cores × seconds of the window).
 //
 // Standalone: npm run build && MONGODB_URI=mongodb://… node bench/suites/cpu-account.mjs [--quick]
-//   (FWB_CPU_PROFILE_DIR=<dir> also writes each route's .cpuprofile there, for DevTools; with
-//   FWB_CPU_PERF=1 also a `perf record` of the main thread's on-CPU samples, perf-<route>.data.)
+//   (FWB_CPU_PROFILE_DIR=<dir> also writes each route's .cpuprofile there per round,
+//   cpu-account-<route>-<round>.cpuprofile, for DevTools; with FWB_CPU_PERF=1 also a `perf record`
+//   of the main thread's on-CPU samples, perf-<route>-<round>.data.)
 import { execFile, execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs'
 import { mkdir, writeFile } from 'node:fs/promises'
@@ -50,6 +51,9 @@ export const COMPONENTS = [
   { key: 'otherProcs', name: 'other processes on the machine (shared)' },
   { key: 'idle', name: 'idle' },
 ]
+
+/** Top self-time functions kept per component and round (12 are printed). */
+const TOP_KEPT = 60
 
 // ---------------------------------------------------------------- /proc readings (Linux only)
 
@@ -231,6 +235,7 @@ function ownComponent (frame) {
  * split (node:/native self time on its own) and the top self-time functions per component.
  */
 export function attribute (profile) {
+  // (kept beyond the 12 printed, so that rounds merged still rank a function by all its samples)
   const byId = new Map(profile.nodes.map(n => [n.id, n]))
   const parent = new Map()
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
@@ -260,7 +265,7 @@ export function attribute (profile) {
   const top = {}
   for (const [key, n] of [...functions].sort((a, b) => b[1] - a[1])) {
     const [c, fn] = key.split('\t')
-    if ((top[c] ??= []).length < 12) top[c].push({ fn, samples: n })
+    if ((top[c] ??= []).length < TOP_KEPT) top[c].push({ fn, samples: n })
   }
   return { samples, socketWrites, total: profile.samples.length, nodeOrNative, top }
 }
@@ -385,7 +390,7 @@ function merged (a, b) {
   for (const c of new Set([...Object.keys(a.attribution.top), ...Object.keys(b.attribution.top)])) {
     const byFn = new Map()
     for (const { fn, samples } of [...(a.attribution.top[c] ?? []), ...(b.attribution.top[c] ?? [])]) byFn.set(fn, (byFn.get(fn) ?? 0) + samples)
-    top[c] = [...byFn].sort((x, y) => y[1] - x[1]).slice(0, 12).map(([fn, samples]) => ({ fn, samples }))
+    top[c] = [...byFn].sort((x, y) => y[1] - x[1]).slice(0, TOP_KEPT).map(([fn, samples]) => ({ fn, samples }))
   }
   const perfOf = (x, y) => {
     if (x === null || y === null) return x ?? y
@@ -530,8 +535,8 @@ const ROUTES = [
   { key: 'noop', name: 'no-DB' },
   { key: 'buffered', name: 'buffered' },
   { key: 'inProcess', name: 'buffered, in-process server' },
-  { key: 'gate', name: 'group wait, no library, in-process server' },
-  { key: 'gate2', name: 'group wait, 2 batches out, no library, in-process server' },
+  { key: 'gate', name: 'group wait, no library' },
+  { key: 'gate2', name: 'group wait, 2 out, no library' },
   { key: 'naive', name: 'naive' },
 ]
 
@@ -595,8 +600,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0, accountRo
   for (const key of ['gate', 'gate2']) {
     app.post(`/${key}`, async (req, reply) => {
       seen()
-      doc(req.body)
-      await gates[key].wait()
+      await gates[key].wait(doc(req.body))
       counts[key]++
       return reply.code(201).send({ ok: true })
     })
@@ -627,7 +631,8 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0, accountRo
         const m = await withProgress(`cpu account: ${r.name}, round ${n + 1} of ${rounds}`, () => measureRoute({ base, route: r.key, pass: n + 1, counts, server, warmS, windowS: roundS, profileDir, stats: () => bufferOf(r.key).stats() }), (warmS + roundS + 1.5) * 1000)
         measured[r.key] = merged(measured[r.key], m)
         await bufferOf(r.key).flush()
-        if (r.key === 'buffered') followBuffered()
+        // the in-process rows of every round run at the first round's (the one reported)
+        if (r.key === 'buffered' && n === 0) followBuffered()
         // read now: the stats' window (one to two minutes) would have moved past it by the end
         if (r.key === 'inProcess') roundTrip.achievedMs = inProcess.stats().roundTripMs.p50
       }
@@ -731,7 +736,7 @@ export async function cpuAccountSuite ({ uri, durationS, jitWarmS = 0, accountRo
       'other processes = machine busy − app − server − load generator; the sum of all rows is checked against cores × window seconds (sumVsWallCpu, 1.00 = all CPU accounted)',
       'bound (boundVsNoDb, boundVsNaive): cores ÷ (the no-DB route\'s app CPU + the driver-alone insert command\'s app CPU per write + the buffered route\'s server and load-generator CPU per request), no idle: the req/s a buffered route could reach if this library cost nothing and the driver no more than alone; boundWithoutDriverVsNaive: the same with the driver free too',
       `buffered, in-process server: the buffered route's handler over a second WriteBuffer whose stub Db answers each batch after ${round(roundTrip.ms, 2)} ms (the buffered route's median round trip, send → answer, from its buffer's stats; the stub's whole-ms timers are steered to average that, stub-db.mjs; inProcessAchievedRoundTripMs is its own median, measured the same way; the buffered route's round trips are skewed to the right, so a stub whose mean is their median answers sooner on average than the server did, if anything favouring this route) and costs no CPU — no driver, no socket; bufferInRouteUs = its app CPU − the no-DB route's (what the buffer costs in the route without a driver, with the extra event-loop wake-ups of a route that waits: fewer requests share each), driverInRouteUs = the buffered route's app CPU − its (what the driver and the server's socket add); both differences of whole-process CPU, so short windows (--quick) leave them noisy`,
-      'group wait, no library: the handler builds the same document and awaits a batch of a dozen lines of bench code (stub-db.mjs, groupWait): it goes at the end of the turn when none is out, else at the end of the turn in which the one out returns, and comes back after the in-process server\'s round trips; no library, no driver, no CPU per write. Its req/s is the ceiling of any batcher with one batch in flight at this round trip on this machine (gateVsNoDb); "2 batches out" lets a second batch go while one is out (gate2VsNoDb: the most a second batch in flight could win, since the stub\'s round trip does not grow with it, as a server\'s does); libraryOverGateUs = the in-process route\'s app CPU − its (this library\'s cost in the route, profile-free), libraryPlusDriverOverGateUs = the buffered route\'s − its (this library + the driver calls it makes + their socket, profile-free)',
+      'group wait, no library: the handler builds the same document and awaits a batch of a few lines of bench code (stub-db.mjs, groupWait) that holds it until the batch returns: the batch goes at the end of the turn when none is out, else at the end of the turn in which the one out returns, or of the next if fewer than 64 gathered (the buffer\'s rule), and comes back after the in-process server\'s round trips; no library, no driver, no CPU per write. Its req/s is the ceiling of any batcher with one batch in flight at this round trip on this machine (gateVsNoDb); "2 batches out" lets a second batch go while one is out (gate2VsNoDb: the most a second batch in flight could win, since the stub\'s round trip does not grow with it, as a server\'s does); libraryOverGateUs = the in-process route\'s app CPU − its (this library\'s cost in the route, profile-free), libraryPlusDriverOverGateUs = the buffered route\'s − its (this library + the driver calls it makes + their socket, profile-free)',
       `driver alone: batches of ${floorBatch} documents (the buffered route's average in its window) sent straight through the driver, ${FLOOR_IN_FLIGHT} in flight, no library, no HTTP, profiled like a route; "bulkWrite" is the call the buffer makes, "insert command" one insert command through db.command (no bulk layer): its driver row is the least any sender through this driver pays per write at this batch size`,
       'caveat: on a busy machine the V8 profile over-charges socket writes (writev, writeBuffer): its samples land where the thread resumes after being preempted, and a loopback write that wakes the peer is where that happens; perf\'s on-CPU samples (standalone, FWB_CPU_PERF=1) put them 2-3x lower at load average 4-10, so the JS rows are the firmer part of the split',
     ],
@@ -786,7 +791,7 @@ function topTable (r, components) {
     if (top.length === 0) continue
     const total = r.profileSamples - Math.round((r.idleMainPct * r.profileSamples) / 100)
     lines.push(`\n${r.name}: top self time in ${c} (% of main-thread busy samples)`)
-    for (const t of top) lines.push(`  ${fmt((100 * t.samples) / Math.max(1, total))}%  ${t.fn}`)
+    for (const t of top.slice(0, 12)) lines.push(`  ${fmt((100 * t.samples) / Math.max(1, total))}%  ${t.fn}`)
   }
   return lines.join('\n')
 }
