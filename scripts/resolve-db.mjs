@@ -8,6 +8,15 @@
 //      ../shared/docdb/docdb.sh next to the checkout (FWB_DOCDB_DIR overrides the folder; port
 //      FWB_DOCDB_PORT, default 27417): reused when already listening, else built and started.
 //      Where that folder is missing it says so and stops: nothing here can build DocumentDB.
+//    - docdb-rs: the same FerretDB 2.5 + DocumentDB as a one-member replica set: the docdb engine's
+//      server on FWB_DOCDB_PORT (reused or started as above) is the PostgreSQL backend of a second
+//      FerretDB process, the binary docdb.sh built (DOCDB_ROOT, default /var/tmp/docdb-PORT), run
+//      with FerretDB's hidden --dev-repl-set-name fwb-rs on FWB_DOCDB_RS_PORT (default 27437), with
+//      a state folder of its own (a temporary one, deleted by stop()). `hello` then names setName
+//      and hosts, so the driver takes the replica-set path (lsid + txnNumber on writes, one resend
+//      of a failed write by itself); the server ignores txnNumber (probe `retryableWritesExactlyOnce`).
+//      The URI has no directConnection: the driver discovers the set. Reused when something on
+//      that port answers `hello` with a setName; refused when it answers without one.
 // 3. FWB_ENGINE unset: the first of
 //    a. a server already running: a MongoDB on 127.0.0.1:27017 (the port the README's snippets
 //       use), then the ferretdb stand-in on its port (a connect of 100 ms at most, then a
@@ -17,8 +26,9 @@
 //    c. the ferretdb stand-in, built if needed and started.
 // Returns { uri, source, stop } where stop() stops only what this call started.
 import { execFile, spawn } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync } from 'node:fs'
 import { connect } from 'node:net'
+import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
@@ -27,7 +37,11 @@ const run = promisify(execFile)
 const devDb = fileURLToPath(new URL('./dev-db.sh', import.meta.url))
 const checkout = dirname(dirname(devDb))
 const PROBE_MS = 100
-export const ENGINES = ['ferretdb', 'docdb']
+export const ENGINES = ['ferretdb', 'docdb', 'docdb-rs']
+/** What server-info.mjs's describeServer() reports for each engine's server (docdb-rs is docdb behind a replica-set front end). */
+export const ENGINE_SERVERS = { ferretdb: 'ferretdb', docdb: 'docdb', 'docdb-rs': 'docdb' }
+/** The replica-set name the docdb-rs engine's FerretDB announces. */
+export const DOCDB_RS_SET = 'fwb-rs'
 
 /** Whether something accepts TCP connections on host:port within `ms`. */
 function portOpen (host, port, ms) {
@@ -165,11 +179,97 @@ async function docdb (log) {
   return { uri, source: 'docdb', stop: async () => { await run('bash', [script, 'down', port]) } }
 }
 
+/** `hello` of the single server at host:port (directConnection: no discovery); undefined when it does not answer. */
+async function helloOf (port, ms = 2_000) {
+  const { MongoClient } = await import('mongodb')
+  const client = new MongoClient(`mongodb://127.0.0.1:${port}/?directConnection=true`, { serverSelectionTimeoutMS: ms, connectTimeoutMS: ms })
+  try {
+    return await client.db('admin').command({ hello: 1 })
+  } catch {
+    return undefined
+  } finally {
+    await client.close()
+  }
+}
+
+/** Stops a child process this module spawned, by its pid: SIGTERM first, SIGKILL after 5 s (it may exit at any moment in between). */
+async function killAndWait (child) {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise(resolve => child.once('exit', resolve))
+  try { process.kill(child.pid, 'SIGTERM') } catch { return }
+  const timer = setTimeout(() => { try { process.kill(child.pid, 'SIGKILL') } catch {} }, 5_000)
+  await exited
+  clearTimeout(timer)
+}
+
+/**
+ * The docdb-rs engine: the docdb engine's server as the backend of a second FerretDB that calls
+ * itself a replica set, reused if one listens on FWB_DOCDB_RS_PORT. stop() kills only the FerretDB it spawned (by pid, then deletes its state
+ * folder) and stops the backend only if this call started it.
+ */
+async function docdbRs (log) {
+  const port = process.env.FWB_DOCDB_RS_PORT ?? '27437'
+  if (await portOpen('127.0.0.1', Number(port), PROBE_MS)) {
+    const hello = await helloOf(port)
+    if (typeof hello?.setName !== 'string') {
+      throw new Error(`port ${port} (FWB_DOCDB_RS_PORT) is in use by something that ${hello === undefined ? 'does not answer hello' : 'is not a replica set (hello has no setName)'}: stop it or pick another port`)
+    }
+    log(`reusing the replica set "${hello.setName}" listening on ${port} (the probe below says what it is)`)
+    return { uri: `mongodb://127.0.0.1:${port}/`, source: 'docdb-rs (running)', stop: async () => {} }
+  }
+  const backend = await docdb(log)
+  const backendPort = new URL(backend.uri).port || '27417'
+  const binary = join(process.env.DOCDB_ROOT ?? `/var/tmp/docdb-${backendPort}`, 'ferretdb')
+  const stopBackend = async () => { await backend.stop() }
+  if (!existsSync(binary)) {
+    await stopBackend()
+    throw new Error(`the docdb-rs engine runs the FerretDB binary docdb.sh built, ${binary} (DOCDB_ROOT), which is not there: is the server on ${backendPort} docdb.sh's?`)
+  }
+  const state = mkdtempSync(join(tmpdir(), 'fwb-docdb-rs-'))
+  const logFile = join(state, 'ferretdb.log')
+  const out = openSync(logFile, 'a')
+  log(`starting FerretDB 2.5 as replica set "${DOCDB_RS_SET}" on ${port} (backend: PostgreSQL on ${Number(backendPort) + 1}; state and log in ${state})`)
+  const child = spawn(binary, [
+    `--postgresql-url=postgres://postgres@127.0.0.1:${Number(backendPort) + 1}/postgres?pool_max_conns=50`,
+    '--no-auth', `--state-dir=${state}`, `--listen-addr=127.0.0.1:${port}`, '--debug-addr=',
+    '--telemetry=disable', '--log-level=error', `--dev-repl-set-name=${DOCDB_RS_SET}`,
+  ], { stdio: ['ignore', out, out] })
+  closeSync(out)
+  child.unref()
+  const spawned = new Promise(resolve => { child.once('spawn', resolve); child.once('error', resolve) })
+  const stop = async () => {
+    await killAndWait(child)
+    rmSync(state, { recursive: true, force: true })
+    await stopBackend()
+  }
+  try {
+    const err = await spawned
+    if (err instanceof Error) throw err
+    // it listens within a second or two; 20 s for a loaded machine
+    let hello
+    const deadline = Date.now() + 20_000
+    while (Date.now() < deadline && child.exitCode === null && hello?.setName === undefined) {
+      if (await portOpen('127.0.0.1', Number(port), PROBE_MS)) hello = await helloOf(port)
+      else await new Promise(resolve => setTimeout(resolve, 100))
+    }
+    if (child.exitCode !== null || hello?.setName !== DOCDB_RS_SET) {
+      const tail = readFileSync(logFile, 'utf8').trim().split('\n').slice(-5).join('\n    ')
+      throw new Error(`FerretDB on ${port} did not come up as replica set ${DOCDB_RS_SET} ` +
+        `(${child.exitCode !== null ? `exited with ${child.exitCode}` : `hello: ${JSON.stringify(hello?.setName)}`}); its log:\n    ${tail}`)
+    }
+  } catch (err) {
+    await stop()
+    throw err
+  }
+  return { uri: `mongodb://127.0.0.1:${port}/`, source: 'docdb-rs', stop }
+}
+
 export async function resolveMongo (log = msg => console.error(`[db] ${msg}`)) {
   if (process.env.MONGODB_URI) return { uri: process.env.MONGODB_URI, source: 'MONGODB_URI', stop: async () => {} }
   const engine = process.env.FWB_ENGINE ?? ''
   if (engine === 'ferretdb') return ferretdb(log)
   if (engine === 'docdb') return docdb(log)
+  if (engine === 'docdb-rs') return docdbRs(log)
   if (engine !== '') throw new Error(`FWB_ENGINE must be one of ${ENGINES.join(', ')} (or unset), got "${engine}"`)
 
   const mongod = await runningOn27017()
