@@ -3,7 +3,7 @@
 // (test/global-setup.ts provides both to every test), the bench (bench/machine.mjs) and
 // `node scripts/server-info.mjs [--markdown]` (prints them for MONGODB_URI, or for the server
 // scripts/resolve-db.mjs finds).
-import { Decimal128, MongoBulkWriteError, MongoClient } from 'mongodb'
+import { Decimal128, Long, MongoBulkWriteError, MongoClient } from 'mongodb'
 
 /**
  * The server's engine and version from `buildInfo`: FerretDB 1.x reports `ferretdbVersion`,
@@ -42,6 +42,10 @@ export const CAPABILITIES = {
   rename: { name: '$rename', what: '$rename moves a field' },
   decimal128: { name: 'exact Decimal128', what: 'Decimal128("1.0") is stored and read back as Decimal128("1.0")' },
   replicaSet: { name: 'replica set', what: '`hello` names a replica set (retryable writes with txnNumbers)' },
+  retryableWritesExactlyOnce: {
+    name: 'retryable writes exactly once',
+    what: 'one insert sent twice with the same lsid and txnNumber (what the driver\'s resend of a write is) is applied once: the second attempt answers the first\'s result (n: 1, no writeErrors)',
+  },
   transactions: { name: 'transactions', what: 'an insert inside withTransaction commits' },
   changeStreams: { name: 'change streams', what: 'collection.watch() opens a change stream' },
   clientBulkWrite: { name: 'MongoClient.bulkWrite', what: 'the driver\'s cross-collection bulkWrite (the server\'s bulkWrite command, MongoDB 8) inserts' },
@@ -135,6 +139,29 @@ const probes = {
     const hello = await db.admin().command({ hello: 1 })
     return typeof hello.setName === 'string'
   },
+  async retryableWritesExactlyOnce (db, client) {
+    const c = db.collection('retry')
+    await c.insertOne({ _id: 0 }) // the collection exists before the attempts
+    // db.command() with an explicit session: the driver adds the session's lsid and leaves the
+    // command's own txnNumber as it is (it sets one only for the writes it may retry itself)
+    const sent = []
+    client.on('commandStarted', e => { if (e.commandName === 'insert' && e.command.txnNumber !== undefined) sent.push(e.command) })
+    const session = client.startSession()
+    try {
+      const command = { insert: 'retry', documents: [{ _id: 1 }], txnNumber: Long.fromNumber(1) }
+      const first = await db.command(command, { session })
+      const second = await db.command(command, { session })
+      const lsid = i => Buffer.from(sent[i]?.lsid?.id?.buffer ?? []).toString('hex')
+      if (sent.length !== 2 || lsid(0) === '' || lsid(0) !== lsid(1) || String(sent[0].txnNumber) !== String(sent[1].txnNumber)) {
+        throw new Error('the two attempts did not carry one lsid and txnNumber')
+      }
+      // a server ignoring txnNumber answers the second with a duplicate key (11000); a standalone MongoDB refuses txnNumber
+      return [first, second].every(r => r.ok === 1 && r.n === 1 && (r.writeErrors ?? []).length === 0) &&
+        await c.countDocuments({ _id: 1 }) === 1
+    } finally {
+      await session.endSession()
+    }
+  },
   async transactions (db, client) {
     const c = db.collection('txn')
     await c.insertOne({ _id: 0 }) // the collection exists before the transaction (MongoDB < 4.4 needs that)
@@ -174,7 +201,7 @@ export async function probeCapabilities (uri) {
   try {
     await admin.db(DB_NAME).dropDatabase()
     for (const key of Object.keys(CAPABILITIES)) {
-      const client = new MongoClient(uri, { serverSelectionTimeoutMS: 5_000, socketTimeoutMS: 5_000, retryWrites: false })
+      const client = new MongoClient(uri, { serverSelectionTimeoutMS: 5_000, socketTimeoutMS: 5_000, retryWrites: false, monitorCommands: true })
       try {
         result[key] = await holds(async () => { await client.connect(); return probes[key](client.db(DB_NAME), client) })
       } finally {

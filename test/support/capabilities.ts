@@ -17,6 +17,7 @@ export type Capability =
   | 'rename'
   | 'decimal128'
   | 'replicaSet'
+  | 'retryableWritesExactlyOnce'
   | 'transactions'
   | 'changeStreams'
   | 'clientBulkWrite'
@@ -28,7 +29,7 @@ export interface ServerInfo {
   engine: 'mongodb' | 'ferretdb' | 'docdb'
   name: string
   version: string
-  /** how the setup found it (MONGODB_URI, ferretdb, docdb, mongodb-memory-server…) */
+  /** how the setup found it (MONGODB_URI, ferretdb, docdb, docdb-rs: docdb as a replica set, mongodb-memory-server…) */
   source: string
 }
 
