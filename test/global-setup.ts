@@ -5,7 +5,7 @@ import { MongoClient } from 'mongodb'
 import type { ProvidedContext } from 'vitest'
 import type { TestProject } from 'vitest/node'
 // @ts-expect-error plain ESM script shared with the npm scripts
-import { docdbMissing, docdbScript, resolveMongo } from '../scripts/resolve-db.mjs'
+import { ENGINE_SERVERS, docdbMissing, docdbScript, resolveMongo } from '../scripts/resolve-db.mjs'
 // @ts-expect-error plain ESM script shared with the npm scripts and the bench
 import { CAPABILITIES, capabilityLines, describeServer, probeCapabilities } from '../scripts/server-info.mjs'
 // @ts-expect-error plain ESM script shared with the bench
@@ -38,6 +38,8 @@ const shared = globalThis as { fwbSuite?: Suite }
  * Whether a test that stops and restarts a server process can start a private one of the
  * suite's engine (its own ports and data, never the suite's server): FerretDB 1.24 through
  * scripts/dev-db.sh when its binary is built, FerretDB 2.5 + DocumentDB through docdb.sh (root).
+ * Under FWB_ENGINE=docdb-rs (the same server behind a replica-set front end) that private server
+ * is a plain docdb one, a standalone: those tests restart a process, not a replica set.
  */
 async function privateServerPlan (server: ServerInfo): Promise<PrivateServerPlan> {
   if (server.engine === 'ferretdb') {
@@ -78,10 +80,15 @@ async function start (stops: Suite['stops']): Promise<Provided> {
   const described = await describeServer(client).finally(() => client.close()) as Omit<ServerInfo, 'source'>
   const server: ServerInfo = { ...described, source: db.source }
   const wanted = process.env.MONGODB_URI ? '' : process.env.FWB_ENGINE ?? ''
-  if (wanted !== '' && described.engine !== wanted) {
+  // docdb-rs is docdb's server (buildInfo says docdb) that `hello` calls a replica set
+  const expected = (ENGINE_SERVERS as Record<string, string>)[wanted] ?? wanted
+  if (wanted !== '' && described.engine !== expected) {
     throw new Error(`FWB_ENGINE=${wanted}, but the server found at ${db.uri} is ${described.name} ${described.version} (another server on that port?)`)
   }
   const capabilities = await probeCapabilities(db.uri) as Capabilities
+  if (wanted === 'docdb-rs' && !capabilities.replicaSet) {
+    throw new Error(`FWB_ENGINE=docdb-rs, but the server found at ${db.uri} is not a replica set (hello has no setName)`)
+  }
   console.error(`[db] tests use ${server.name} ${server.version} (${db.source}: ${db.uri}); capabilities:\n` +
     (capabilityLines(capabilities) as string[]).map(line => `[db]   ${line}`).join('\n'))
   const values: Provided = {
