@@ -9,7 +9,7 @@ import { FlushTracker } from './buffer/flush-tracker.js'
 import { CollectionQueue } from './buffer/collection-queue.js'
 import { Retries } from './buffer/retries.js'
 import { Sender } from './buffer/sender.js'
-import { InsertCommand } from './mongo/insert-command.js'
+import { WriteCommand } from './mongo/write-command.js'
 import { Settler } from './buffer/settler.js'
 import type { LatencySummary } from './buffer/latency.js'
 import { Tracing } from './tracing.js'
@@ -108,7 +108,7 @@ export class WriteBuffer {
     this.#liveness = new ServerLiveness(typeof db.command === 'function' ? () => db.command({ ping: 1 }) : undefined)
     this.#tracing = new Tracing(db.databaseName, o.tracerProvider as TracerProvider | undefined)
     const sender = this.#sender = new Sender(o, settler, this.#retries, driverRetries, new ServerIdentity(db), this.#liveness, this.#tracing,
-      InsertCommand.for(db, o.writeConcern, o.maxTimeMS))
+      WriteCommand.for(db, o.writeConcern, o.maxTimeMS))
     if (o.cache?.bus !== undefined) sender.onAcknowledged = (name, ops, upsertedIdOf) => { cache?.published(name, ops, upsertedIdOf) }
     if (cache !== undefined) this.#retries.onFence = (batch, started) => { cache.fenced(batch.queue.name, batch.ops, started) }
     this.#dispatcher = new Dispatcher(
@@ -119,6 +119,7 @@ export class WriteBuffer {
         internalError: err => { o.logger?.error({ err }, 'write buffer: internal error while building a batch') },
         flushWaiting: () => this.#flushes.awaited,
         serverMaxCount: () => driverRetries.maxWriteBatchSize(),
+        commandMaxBytes: () => sender.commandMaxBytes(),
       })
     this.#deadlines = new Deadlines(o.writeTimeoutMs, {
       expire: (now, expired) => {

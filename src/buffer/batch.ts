@@ -24,6 +24,18 @@ export interface BatchQueue {
   uncoalesced: (n: number) => void
 }
 
+/**
+ * How a batch travels, decided once per batch (wire.ts Wire#routeOf) and kept for every part of it
+ * (isolation's halves), so its answer is read as what was sent:
+ * - BULK_WRITE: the driver's bulkWrite; on a replica set the driver may send it again on its
+ *   own (retryable writes), so an error may answer a second attempt;
+ * - COMMAND: the one write command (write-command.ts) through `db.command`, which the driver
+ *   never sends again on its own.
+ */
+export const BULK_WRITE = 0
+export const COMMAND = 1
+export type Route = typeof BULK_WRITE | typeof COMMAND
+
 /** Limits of one take. */
 export interface BatchLimits { maxCount: number, maxBytes: number, coalesce: boolean }
 
@@ -44,6 +56,8 @@ export class Batch {
   retryOf: TraceLink | undefined = undefined
   /** set by send(): whether any of its writes captured a span to link to */
   linked = false
+  /** how it travels (Route), set by the Sender when it sends it */
+  route: Route = BULK_WRITE
   #done = false
 
   constructor (

@@ -25,6 +25,8 @@ export interface DispatchHooks {
   flushWaiting: () => boolean
   /** the server's own bound on writes per command (hello's maxWriteBatchSize), once known */
   serverMaxCount?: () => number | undefined
+  /** the most bytes a batch may hold so it can go as one write command, where only those may go (wire.ts) */
+  commandMaxBytes?: () => number | undefined
 }
 
 /**
@@ -117,7 +119,7 @@ export class Dispatcher implements QueueListener {
   }))
 
   constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
-    this.#bounds = new OneCommand(options, hooks.serverMaxCount)
+    this.#bounds = new OneCommand(options, hooks.serverMaxCount, hooks.commandMaxBytes)
     this.#policy = options.lingerMs === 0 ? this.#groupCommit() : this.#lingerFor(options.lingerMs)
   }
 

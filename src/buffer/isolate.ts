@@ -1,4 +1,5 @@
-import type { AnyBulkWriteOperation, BulkWriteResult } from 'mongodb'
+import type { AnyBulkWriteOperation } from 'mongodb'
+import type { SentAnswer } from '../mongo/write-command.js'
 import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../errors.js'
 import { commandRefusal, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
 import { uncoalesce } from '../write/coalesce.js'
@@ -66,7 +67,7 @@ export class IsolationOutcome implements Isolation {
 }
 
 export interface IsolationContext {
-  send: (models: AnyBulkWriteOperation[]) => Promise<BulkWriteResult>
+  send: (models: AnyBulkWriteOperation[]) => Promise<SentAnswer>
   /** what a whole-command refusal means (outcome: 'rejected' when proven not applied; transient) */
   classify: (refusal: unknown) => Promise<Failure>
   /** which of these generated _ids are written (outcomes.ts confirmInserted): a duplicate key of our own earlier attempt */
@@ -199,7 +200,7 @@ async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
     if (op.coalesced !== null) for (const c of op.coalesced) c.attempts = op.attempts
     models[i] = op.model
   }
-  let result: BulkWriteResult
+  let result: SentAnswer
   try {
     result = await ctx.send(models)
   } catch (err) {

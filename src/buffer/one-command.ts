@@ -15,20 +15,29 @@ const STATEMENT_WRAPPER_BYTES = 64
  */
 export class OneCommand {
   #limits: BatchLimits
+  /** maxBytes as the options and the 16 MiB command allow */
+  readonly #maxBytes: number
 
-  constructor (readonly options: BatchLimits, readonly serverMaxCount?: () => number | undefined) {
-    const maxBytes = Math.min(options.maxBytes, ONE_COMMAND_BYTES - options.maxCount * STATEMENT_WRAPPER_BYTES)
+  constructor (
+    readonly options: BatchLimits,
+    readonly serverMaxCount?: () => number | undefined,
+    /** a lower byte bound while the batch must fit one command body (wire.ts#commandMaxBytes) */
+    readonly commandMaxBytes?: () => number | undefined
+  ) {
+    const maxBytes = this.#maxBytes = Math.min(options.maxBytes, ONE_COMMAND_BYTES - options.maxCount * STATEMENT_WRAPPER_BYTES)
     this.#limits = maxBytes === options.maxBytes ? options : { ...options, maxBytes }
   }
 
   /** The limits as last read (`current()`). */
   get limits (): BatchLimits { return this.#limits }
 
-  /** The limits with the server's maxWriteBatchSize as known now (one object, replaced only when it changes). */
+  /** The limits with the server's maxWriteBatchSize and the command bound as known now (one object, replaced only when it changes). */
   current (): BatchLimits {
     const server = this.serverMaxCount?.()
     const maxCount = server === undefined ? this.options.maxCount : Math.min(this.options.maxCount, Math.max(1, server - 1))
-    if (maxCount !== this.#limits.maxCount) this.#limits = { ...this.#limits, maxCount }
+    const inline = this.commandMaxBytes?.()
+    const maxBytes = inline === undefined ? this.#maxBytes : Math.min(this.#maxBytes, inline)
+    if (maxCount !== this.#limits.maxCount || maxBytes !== this.#limits.maxBytes) this.#limits = { ...this.#limits, maxCount, maxBytes }
     return this.#limits
   }
 }

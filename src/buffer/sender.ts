@@ -1,7 +1,7 @@
-import type { AnyBulkWriteOperation, BulkWriteResult, WriteConcernSettings } from 'mongodb'
+import type { AnyBulkWriteOperation, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
 import { classify, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
-import type { InsertCommand, SentAnswer } from '../mongo/insert-command.js'
+import type { SentAnswer, WriteCommand } from '../mongo/write-command.js'
 import type { ServerIdentity } from '../mongo/server-identity.js'
 import { foundUnsendable, NOT_SERIALIZER, SERIALIZER_IF_FOUND, serializerFailure } from '../write/send-check.js'
 import type { DriverRetries } from '../mongo/topology.js'
@@ -10,7 +10,7 @@ import { batchChannel, publishBatch } from '../telemetry.js'
 import type { BatchSpan, Tracing } from '../tracing.js'
 import { IN_FLIGHT, SETTLED, type TraceLink, type WriteOp, type WriteResult } from '../write/write-op.js'
 import { indexesProven, isolate, IsolationOutcome, partlyRefused, splittable, unprovenFailure, wholeRefusal } from './isolate.js'
-import { Batch } from './batch.js'
+import { Batch, type Route } from './batch.js'
 import { Wire } from './wire.js'
 import { Latency } from './latency.js'
 import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
@@ -54,11 +54,14 @@ export class Sender {
     readonly identity: ServerIdentity,
     readonly liveness: ServerLiveness,
     readonly tracing: Tracing,
-    /** batches of inserts go as insert commands (insert-command.ts); undefined: every batch is a bulkWrite */
-    inserts: InsertCommand | undefined
+    /** batches that go as write commands (wire.ts, write-command.ts); undefined: every batch is a bulkWrite */
+    commands: WriteCommand | undefined
   ) {
-    this.#wire = new Wire(options, driverRetries, tracing, inserts)
+    this.#wire = new Wire(options, driverRetries, identity, tracing, commands)
   }
+
+  /** The most bytes a batch may hold now, where only write commands may go (wire.ts); undefined: no bound of the Wire's. */
+  commandMaxBytes (): number | undefined { return this.#wire.commandMaxBytes() }
 
   /** From now on nothing is sent again: a write that would be retried is rejected WRITE_BUFFER_CLOSED. */
   stopRetrying (): void { this.#final = true }
@@ -68,6 +71,7 @@ export class Sender {
     let models: AnyBulkWriteOperation[]
     try {
       models = batch.send()
+      batch.route = this.#wire.routeOf(batch.ops)
     } catch (bug) {
       this.#notSent(batch, bug)
       return
@@ -156,9 +160,9 @@ export class Sender {
   }
 
   /** What a refusal of a whole command means; asks the server who it is (once) to know. */
-  async #classifyRefusal (refusal: unknown): Promise<Failure> {
+  async #classifyRefusal (refusal: unknown, route: Route): Promise<Failure> {
     const isMongoDB = await this.identity.isMongoDB()
-    return classify(refusal, this.driverRetries.mayHaveRetried(), true, isMongoDB)
+    return classify(refusal, this.#wire.mayHaveRetried(route), true, isMongoDB)
   }
 
   /**
@@ -167,7 +171,7 @@ export class Sender {
    * Otherwise one write may be to blame: isolate it (isolate.ts), so its batch-mates are applied.
    */
   async #refused (batch: Batch, refusal: unknown, span: TraceLink | undefined, known?: Failure): Promise<void> {
-    const failure = known ?? await this.#classifyRefusal(refusal)
+    const failure = known ?? await this.#classifyRefusal(refusal, batch.route)
     const live = batch.ops.filter(op => op.state !== SETTLED)
     if (this.#final || !splittable(live, refusal, failure)) {
       this.#wholeFailed(batch, refusal, span, failure)
@@ -176,9 +180,10 @@ export class Sender {
     const queue = batch.queue
     const out = new IsolationOutcome()
     this.isolated++
-    const send = (models: AnyBulkWriteOperation[]): Promise<BulkWriteResult> => this.#wire.bulkWrite(queue, models)
+    const route = batch.route
+    const send = (models: AnyBulkWriteOperation[]): Promise<SentAnswer> => this.#wire.sendPart(queue, route, models)
     const confirm = (ids: unknown[]): Promise<Set<string> | null> => confirmInserted(queue.collection, ids)
-    const classify = (r: unknown): Promise<Failure> => this.#classifyRefusal(r)
+    const classify = (r: unknown): Promise<Failure> => this.#classifyRefusal(r, route)
     await isolate(live, refusal, failure, { send, classify, confirm, stopped: () => this.#final, ordered: queue.ordered, collection: queue.name, reportsStatements: await this.identity.reportsStatements() }, out)
     this.#apply(queue, out)
     if (out.failedOps.length > 0) {
@@ -203,7 +208,7 @@ export class Sender {
    * that cannot be serialized now (changed after submit) fail alone, naming the field; the others go again at the head of their queue, this attempt uncounted.
    */
   #unsendable (batch: Batch, err: unknown): boolean {
-    const read = serializerFailure(err, this.driverRetries.mayHaveRetried())
+    const read = serializerFailure(err, this.#wire.mayHaveRetried(batch.route))
     if (read === NOT_SERIALIZER) return false
     const { again, refused } = afterUnsendable(batch.ops.filter(op => op.state !== SETTLED), err, batch.queue.name)
     if (read === SERIALIZER_IF_FOUND && !foundUnsendable(refused)) return false
@@ -224,10 +229,10 @@ export class Sender {
    * retries on its own, nothing is left running to fence.
    */
   #wholeFailed (batch: Batch, err: unknown, span: TraceLink | undefined, known?: Failure, ops?: WriteOp[]): void {
-    const failure = known ?? classify(err, this.driverRetries.mayHaveRetried(), this.driverRetries.everConnected())
+    const failure = known ?? classify(err, this.#wire.mayHaveRetried(batch.route), this.driverRetries.everConnected())
     const name = batch.queue.name
     const now = Date.now()
-    const answered = isServerRefusal(err) && this.driverRetries.standalone()
+    const answered = isServerRefusal(err) && !this.#wire.mayResend(batch.route)
     const windowMs = this.options.maxTimeMS + FENCE_MARGIN_MS
     const fenceUntil = failure.outcome === 'unknown' && !answered ? now + windowMs : 0
     const fence: Fence | undefined = fenceUntil === 0 ? undefined : { until: fenceUntil, proof: this.liveness.replyAfter(now), windowMs }

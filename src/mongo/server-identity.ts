@@ -46,12 +46,18 @@ export function nonGenuineHost (hosts: ReadonlyArray<{ host?: string } | string>
   return false
 }
 
-/** Asked once per buffer, and only after a server refused a whole command (so it answers). */
+/**
+ * Asked once per buffer: after a server refused a whole command (so it answers), or at the first
+ * batch on a deployment where the driver may resend a write on its own (wire.ts).
+ */
 export class ServerIdentity {
   #known: Verdict | undefined
   #asking: Promise<Verdict> | null = null
 
   constructor (readonly db: Pick<Db, 'command'> & { client?: unknown }) {}
+
+  /** MongoDB or not, once known (a buildInfo answered, or a host known not to be); undefined before. */
+  knownMongoDB (): boolean | undefined { return this.#known?.mongo }
 
   /** MongoDB or not; a failed buildInfo answers false (not proven) and is asked again next time. */
   async isMongoDB (): Promise<boolean> { return (await this.#verdict()).mongo }

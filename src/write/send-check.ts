@@ -54,7 +54,7 @@ export function serializerFailure (err: unknown, driverMayHaveRetried: boolean):
   if (err === null || typeof err !== 'object') return SERIALIZER_IF_FOUND // thrown by the caller's code: the driver throws Errors
   const e = err as { name?: unknown, code?: unknown, syscall?: unknown, errorLabels?: unknown, writeConcernError?: unknown }
   if (typeof e.name === 'string' && e.name.startsWith('Mongo')) return NOT_SERIALIZER
-  // a server code (a write concern error of the insert command: insert-command.ts), a socket's error
+  // a server code (a write concern error of the insert command: write-command.ts), a socket's error
   if (typeof e.code === 'number' || e.syscall !== undefined || e.errorLabels !== undefined || e.writeConcernError !== undefined) return NOT_SERIALIZER
   return typeof e.code === 'string' && STREAM_ERROR.test(e.code) ? NOT_SERIALIZER : SERIALIZER_IF_FOUND
 }
