@@ -1,0 +1,245 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { BSON, MongoClient, MongoNetworkError, MongoServerError, MongoWriteConcernError, type Db, type MongoClientOptions } from 'mongodb'
+import { mongoUri, openDb } from './helpers.js'
+import { lacks } from './support/capabilities.js'
+import { FaultProxy } from './support/fault-proxy.js'
+import { MessageFramer, OP_MSG, readCommand } from './support/wire-messages.js'
+
+// The fault injector itself, against the suite's server: each rule kind does what MongoDB's
+// failCommand does (applied or not, the error the client gets), counted as asked, and a
+// replica set behind the proxy is discovered through it, never around it. Each test has its own
+// collection and its own client through the proxy; nothing here asserts a duration.
+
+let proxy: FaultProxy
+let direct: { client: MongoClient, db: Db }
+const clients: MongoClient[] = []
+
+beforeAll(async () => {
+  direct = await openDb('fault_proxy')
+  proxy = await FaultProxy.start(mongoUri())
+})
+afterEach(async () => {
+  proxy.clear()
+  await Promise.all(clients.splice(0).map(c => c.close(true)))
+})
+afterAll(async () => {
+  await proxy.close()
+  await direct.client.close()
+})
+
+/** A client through the proxy, on the test database (closed after the test). */
+async function through (options: MongoClientOptions = {}): Promise<Db> {
+  const client = new MongoClient(proxy.uri(), { serverSelectionTimeoutMS: 10_000, retryWrites: false, ...options })
+  clients.push(client)
+  await client.connect()
+  return client.db(direct.db.databaseName)
+}
+
+interface Doc { _id: number, x?: number }
+
+const stored = (collection: string, _id: number): Promise<Doc | null> => direct.db.collection<Doc>(collection).findOne({ _id })
+
+/** Polls until `check` holds (a late write landing), up to `ms`. */
+async function eventually (check: () => Promise<boolean>, ms = 20_000): Promise<boolean> {
+  for (const end = Date.now() + ms; Date.now() < end; await new Promise(resolve => setTimeout(resolve, 100))) {
+    if (await check()) return true
+  }
+  return check()
+}
+
+describe('framing', () => {
+  it('messages split across chunks and several in one chunk come out whole, in order', () => {
+    const msg = (n: number): Buffer => {
+      const body = BSON.serialize({ insert: `c${n}`, documents: Array.from({ length: n }, (_, i) => ({ i })), $db: 'x' })
+      const out = Buffer.concat([Buffer.alloc(20), Buffer.from([0]), body])
+      out.writeInt32LE(out.length, 0)
+      out.writeInt32LE(n, 4)
+      out.writeInt32LE(OP_MSG, 12)
+      return out
+    }
+    const stream = Buffer.concat([msg(1), msg(2), msg(3)])
+    const byteByByte = new MessageFramer()
+    const got: Buffer[] = []
+    for (let i = 0; i < stream.length; i++) got.push(...byteByByte.push(stream.subarray(i, i + 1)))
+    const atOnce = new MessageFramer().push(stream)
+    for (const messages of [got, atOnce]) {
+      expect(messages.map(m => readCommand(m))).toMatchObject([1, 2, 3].map(n => ({ name: 'insert', collection: `c${n}`, statements: n })))
+    }
+  })
+})
+
+describe('failCommand-like rules', () => {
+  it('errorCode before: the client gets the server-shaped error, the document is not applied', async () => {
+    const db = await through()
+    const rule = proxy.fail({ commands: ['insert'], collection: 'err_before', errorCode: 2, errmsg: 'injected', times: 1 })
+    const err = await db.collection<Doc>('err_before').insertOne({ _id: 1 }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(MongoServerError)
+    expect(err).toMatchObject({ code: 2, codeName: 'BadValue', errmsg: 'injected' })
+    expect(rule.fired).toBe(1)
+    expect(await stored('err_before', 1)).toBeNull()
+    // times: 1 — the next one goes through
+    await db.collection<Doc>('err_before').insertOne({ _id: 2 })
+    expect(await stored('err_before', 2)).not.toBeNull()
+  })
+
+  it('errorCode after: the document is applied, the client still gets the error (with the labels asked for)', async () => {
+    const db = await through()
+    proxy.fail({ commands: ['insert'], collection: 'err_after', errorCode: 8, errorLabels: ['Injected'], when: 'after', times: 1 })
+    const err = await db.collection<Doc>('err_after').insertOne({ _id: 1 }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(MongoServerError)
+    expect((err as MongoServerError).code).toBe(8)
+    expect((err as MongoServerError).hasErrorLabel('Injected')).toBe(true)
+    expect(await stored('err_after', 1)).not.toBeNull()
+  })
+
+  it('closeConnection before: a network error, nothing applied', async () => {
+    const db = await through()
+    proxy.fail({ commands: ['insert'], collection: 'close_before', closeConnection: true, times: 1 })
+    const err = await db.collection<Doc>('close_before').insertOne({ _id: 1 }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(MongoNetworkError)
+    expect(await stored('close_before', 1)).toBeNull()
+    // the client goes on over a new connection
+    await db.collection<Doc>('close_before').insertOne({ _id: 2 })
+    expect(await stored('close_before', 2)).not.toBeNull()
+  })
+
+  it('closeConnection after: a network error, the document applied', async () => {
+    const db = await through()
+    proxy.fail({ commands: ['insert'], collection: 'close_after', closeConnection: true, when: 'after', times: 1 })
+    const err = await db.collection<Doc>('close_after').insertOne({ _id: 1 }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(MongoNetworkError)
+    expect(await stored('close_after', 1)).not.toBeNull()
+  })
+
+  it('blockConnection alone: the client times out, the request still reaches the server afterwards and is applied', async () => {
+    const db = await through({ socketTimeoutMS: 500 })
+    const rule = proxy.fail({ commands: ['insert'], collection: 'blocked', blockConnection: true, blockTimeMS: 2_500, times: 1 })
+    const err = await db.collection<Doc>('blocked').insertOne({ _id: 1 }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(MongoNetworkError) // MongoNetworkTimeoutError: the client gave up first
+    expect(rule.fired).toBe(1)
+    expect(await eventually(async () => await stored('blocked', 1) !== null)).toBe(true)
+  })
+
+  it('blockConnection with errorCode: held, then failed, never applied', async () => {
+    const db = await through()
+    proxy.fail({ commands: ['insert'], collection: 'blocked_err', blockConnection: true, blockTimeMS: 300, errorCode: 2, times: 1 })
+    await expect(db.collection<Doc>('blocked_err').insertOne({ _id: 1 })).rejects.toMatchObject({ code: 2 })
+    expect(await stored('blocked_err', 1)).toBeNull()
+  })
+
+  it('writeConcernError: applied, and the driver reports a MongoWriteConcernError', async () => {
+    const db = await through()
+    proxy.fail({ commands: ['insert'], collection: 'wce', writeConcernError: { code: 100, errmsg: 'injected wce', errInfo: { why: 'test' } }, times: 1 })
+    const err = await db.collection<Doc>('wce').insertOne({ _id: 1 }).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(MongoWriteConcernError)
+    expect(err).toMatchObject({ code: 100 })
+    expect(await stored('wce', 1)).not.toBeNull()
+  })
+
+  it('skip and times: the first two pass, the next two fail, the rest pass', async () => {
+    const db = await through()
+    const rule = proxy.fail({ commands: ['insert'], collection: 'counts', errorCode: 2, skip: 2, times: 2 })
+    const outcomes: string[] = []
+    for (let i = 0; i < 6; i++) {
+      outcomes.push(await db.collection<Doc>('counts').insertOne({ _id: i }).then(() => 'ok', () => 'failed'))
+    }
+    expect(outcomes).toEqual(['ok', 'ok', 'failed', 'failed', 'ok', 'ok'])
+    expect(rule.fired).toBe(2)
+    expect(await direct.db.collection<Doc>('counts').countDocuments()).toBe(4)
+  })
+
+  it('off(): the rule stops firing', async () => {
+    const db = await through()
+    const rule = proxy.fail({ commands: ['insert'], collection: 'off', errorCode: 2 })
+    await expect(db.collection<Doc>('off').insertOne({ _id: 1 })).rejects.toMatchObject({ code: 2 })
+    rule.off()
+    await db.collection<Doc>('off').insertOne({ _id: 2 })
+    expect(rule.fired).toBe(1)
+  })
+
+  it('collection and appName filters: only the matching collection and the matching client are failed', async () => {
+    const victim = await through({ appName: 'fp-victim' })
+    const bystander = await through({ appName: 'fp-bystander' })
+    proxy.fail({ commands: ['insert'], collection: 'filtered', appName: 'fp-victim', errorCode: 2 })
+    await expect(victim.collection<Doc>('filtered').insertOne({ _id: 1 })).rejects.toMatchObject({ code: 2 })
+    await victim.collection<Doc>('other').insertOne({ _id: 1 })
+    await bystander.collection<Doc>('filtered').insertOne({ _id: 2 })
+    expect(await stored('filtered', 1)).toBeNull()
+    expect(await stored('other', 1)).not.toBeNull()
+    expect(await stored('filtered', 2)).not.toBeNull()
+    const inserts = proxy.seen().filter(c => c.name === 'insert')
+    expect(inserts.map(c => [c.collection, c.appName, c.faulted])).toEqual([
+      ['filtered', 'fp-victim', true], ['other', 'fp-victim', false], ['filtered', 'fp-bystander', false],
+    ])
+  })
+
+  it('a malformed rule is a TypeError', () => {
+    expect(() => proxy.fail({ commands: [] as string[], errorCode: 2 })).toThrow(TypeError)
+    expect(() => proxy.fail({ commands: ['insert'] })).toThrow(TypeError)
+    expect(() => proxy.fail({ commands: ['insert'], blockConnection: true })).toThrow(TypeError)
+  })
+})
+
+describe('seen()', () => {
+  it('logs every command with its statements: documents, updates and deletes, handshakes included', async () => {
+    const db = await through({ appName: 'fp-seen' })
+    const coll = db.collection<Doc>('seen')
+    await coll.insertMany([{ _id: 1 }, { _id: 2 }, { _id: 3 }, { _id: 4 }, { _id: 5 }])
+    await coll.bulkWrite([1, 2, 3].map(_id => ({ updateOne: { filter: { _id }, update: { $set: { x: 1 } } } })))
+    await coll.deleteMany({ _id: { $gt: 3 } })
+    const log = proxy.seen()
+    expect(log.some(c => c.name === 'isMaster' || c.name === 'hello' || c.name === 'ismaster')).toBe(true)
+    const writes = log.filter(c => c.collection === 'seen' && c.appName === 'fp-seen')
+    expect(writes.map(c => [c.name, c.statements, c.faulted])).toEqual([['insert', 5, false], ['update', 3, false], ['delete', 1, false]])
+    expect(writes.every(c => c.lsid !== undefined && typeof c.at === 'number')).toBe(true)
+    proxy.clear()
+    expect(proxy.seen()).toEqual([])
+  })
+})
+
+describe('replica set behind the proxy', () => {
+  it.skipIf(lacks('replicaSet'))('replicaSet: the driver discovers the set through the proxy and every insert goes through it', async () => {
+    const client = new MongoClient(proxy.uri(), { serverSelectionTimeoutMS: 10_000 })
+    clients.push(client)
+    let topology = ''
+    const addresses = new Set<string>()
+    client.on('topologyDescriptionChanged', ev => {
+      topology = ev.newDescription.type
+      for (const address of ev.newDescription.servers.keys()) addresses.add(address)
+    })
+    await client.connect()
+    const coll = client.db(direct.db.databaseName).collection<Doc>('rs')
+    for (let i = 0; i < 20; i++) await coll.insertOne({ _id: i })
+    expect(topology).toBe('ReplicaSetWithPrimary')
+    expect([...addresses]).toEqual([`127.0.0.1:${proxy.port}`])
+    expect(proxy.seen().filter(c => c.name === 'insert' && c.collection === 'rs').map(c => c.statements)).toEqual(Array(20).fill(1))
+    expect(await direct.db.collection<Doc>('rs').countDocuments()).toBe(20)
+  })
+
+  it.skipIf(lacks('replicaSet'))('replicaSet: a retryable error is labelled as the server labels it, and the driver resends the write once, same lsid and txnNumber', async () => {
+    const db = await through({ retryWrites: true })
+    proxy.fail({ commands: ['insert'], collection: 'retried', errorCode: 91, times: 1 })
+    await db.collection<Doc>('retried').insertOne({ _id: 1 })
+    const attempts = proxy.seen().filter(c => c.name === 'insert' && c.collection === 'retried')
+    expect(attempts.map(c => c.faulted)).toEqual([true, false])
+    expect(attempts[0]?.txnNumber).toBeTypeOf('number')
+    expect(attempts[1]?.txnNumber).toBe(attempts[0]?.txnNumber)
+    expect(attempts[1]?.lsid).toEqual(attempts[0]?.lsid)
+    expect(await stored('retried', 1)).not.toBeNull()
+  })
+})
+
+describe('close()', () => {
+  it('ends a blocked request and every connection: the client fails instead of waiting', async () => {
+    const own = await FaultProxy.start(mongoUri())
+    const client = new MongoClient(own.uri(), { serverSelectionTimeoutMS: 10_000, retryWrites: false })
+    clients.push(client)
+    await client.connect()
+    own.fail({ commands: ['insert'], collection: 'closing', blockConnection: true, blockTimeMS: 60_000 })
+    const pending = client.db(direct.db.databaseName).collection<Doc>('closing').insertOne({ _id: 1 }).catch((e: unknown) => e)
+    await eventually(async () => own.seen().some(c => c.collection === 'closing'))
+    await own.close()
+    expect(await pending).toBeInstanceOf(MongoNetworkError)
+    expect(await stored('closing', 1)).toBeNull()
+  })
+})
