@@ -16,8 +16,10 @@ import { PartialFailureReader, resultOf, type PartialFailure } from './outcomes.
  *
  * Which writes may go again follows what the refusal proves (mongo/driver-errors.ts): all of
  * them when nothing was applied (MongoDB, a code raised before execution); otherwise only the
- * retry-safe ones — the rest are told `unknown` at once. Halves of an unordered batch go at
- * the same time (⌈log2 n⌉ extra round trips for one bad write), of an ordered one in order.
+ * retry-safe ones — the rest are told `unknown` at once. Halves go one after the other (2⌈log2 n⌉
+ * extra round trips for one bad write; one command on the wire per refused batch). Two halves
+ * refused with one code are a refusal of the command, however it is coded: every write is told,
+ * nothing is split further.
  * A refusal that cannot be a statement's (authorization, a bad namespace: COMMAND_WIDE) is not
  * split: the writes fail together, once. While a batch is isolated it stays in flight: its
  * targets stay held and its in-flight slot taken, which also caps how many batches are split
@@ -167,7 +169,22 @@ export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failur
   const mid = resend.length >>> 1
   const halves = [resend.slice(0, mid), resend.slice(mid)]
   if (!ctx.ordered) {
-    await Promise.all(halves.map(half => sendPart(half, ctx, out)))
+    // one half after the other: a refused batch keeps one command on the wire, as its one
+    // maxInFlight slot says (together, one refusal put ~n/2 commands out at once)
+    const a = await sendOnce(halves[0] as WriteOp[], ctx, out)
+    const b = await sendOnce(halves[1] as WriteOp[], ctx, out)
+    if (a.kind === 'refused' && b.kind === 'refused' && sameCode(a.refusal, b.refusal)) {
+      // both halves refused alike: the command is refused, not a statement of it (an unknown
+      // code such as Atlas's 8000 for a permission): every write told once, no split further
+      // (a command-wide refusal costs 3 commands, not 2n)
+      for (const half of [[halves[0], a], [halves[1], b]] as const) {
+        const proof = half[1].failure.outcome === 'rejected'
+        for (const op of half[0] as WriteOp[]) out.rejected(op, pinned(op, half[1].refusal, proof && !op.maybeApplied ? 'rejected' : 'unknown'))
+      }
+      return DONE
+    }
+    if (a.kind === 'refused') await isolate(halves[0] as WriteOp[], a.refusal, a.failure, ctx, out)
+    if (b.kind === 'refused') await isolate(halves[1] as WriteOp[], b.refusal, b.failure, ctx, out)
     return DONE
   }
   // in order: a half that leaves writes to be sent later (not executed after a refused one, or
@@ -187,8 +204,22 @@ export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failur
 type Left = { kind: 'done' } | { kind: 'again' } | { kind: 'failed', err: unknown }
 const DONE: Left = { kind: 'done' }
 const LEFT_AGAIN: Left = { kind: 'again' }
+/** A part refused as a whole command, not transiently: to isolate further. */
+interface Refused { kind: 'refused', refusal: unknown, failure: Failure }
 
 async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation): Promise<Left> {
+  const sent = await sendOnce(ops, ctx, out)
+  return sent.kind === 'refused' ? await isolate(ops, sent.refusal, sent.failure, ctx, out) : sent
+}
+
+/** Whether two refusals carry one server code. */
+function sameCode (a: unknown, b: unknown): boolean {
+  const ca = (a as { code?: unknown }).code
+  return typeof ca === 'number' && ca === (b as { code?: unknown }).code
+}
+
+/** Sends a part once; a refusal of the whole command that is not transient comes back to be isolated (or, for two halves alike, not). */
+async function sendOnce (ops: WriteOp[], ctx: IsolationContext, out: Isolation): Promise<Left | Refused> {
   if (ctx.stopped()) {
     out.again(ops, 0)
     return LEFT_AGAIN
@@ -207,7 +238,7 @@ async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
     const refusal = wholeRefusal(err)
     if (refusal !== undefined) {
       const failure = await ctx.classify(refusal)
-      if (!failure.transient) return await isolate(ops, refusal, failure, ctx, out)
+      if (!failure.transient) return { kind: 'refused', refusal, failure }
       out.failed(ops, refusal)
       return { kind: 'failed', err: refusal }
     }

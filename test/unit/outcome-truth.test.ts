@@ -120,9 +120,9 @@ describe('a whole-command refusal is isolated to the write to blame', () => {
 
   it('close() that gave up waiting stops an isolation too: no half is sent after it, and its writes are told closed', async () => {
     const { fake, wb, c } = harness({ ...FAST, closeTimeoutMs: 50 })
-    fake.next(refuseCollation(2), hold, hold) // the batch refused; both halves held on the wire
+    fake.next(refuseCollation(2), hold, hold) // the batch refused; its first half held on the wire (the second goes after it)
     const writes = [0, 1, 2, 3].map(i => settle(c.updateOne({ _id: i }, { $set: { v: i } }, i === 3 ? { collation: { locale: 'fr' } } : {})))
-    await fake.waitForCalls(3)
+    await fake.waitForCalls(2)
     await wb.close() // gives up after 50 ms: the halves are still on the wire
     const sentBefore = fake.calls.length
     for (const call of fake.held) call.answer(refuseCollation(2)) // the half with the bad write is refused again
@@ -130,6 +130,30 @@ describe('a whole-command refusal is isolated to the write to blame', () => {
     expect(fake.calls.length).toBe(sentBefore) // nothing sent once close() resolved
     expect(results.slice(0, 2)).toEqual(['ok', 'ok'])
     expect(results.slice(2)).toEqual([`${ErrorCodes.CLOSED}/not-sent`, `${ErrorCodes.CLOSED}/not-sent`])
+  })
+
+  it('a refusal code the buffer does not know (Atlas answers a permission error as 8000), on every statement: two halves refused alike stop the split — at most 3 commands per batch, every write told once', async () => {
+    const { fake, wb, c } = harness(FAST)
+    fake.server = 'ferretdb'
+    fake.fallback = () => { throw commandError(8000, 'user is not allowed to do action [update]') }
+    const writes = Array.from({ length: 1_400 }, (_, i) => settle(c.updateOne({ _id: i }, { $set: { v: i } }, { upsert: true })))
+    const results = outcomes(await Promise.all(writes))
+    expect(new Set(results)).toEqual(new Set(['8000/unknown']))
+    const batches = wb.stats().batches
+    expect(batches).toBeGreaterThan(0)
+    expect(fake.calls.length).toBeLessThanOrEqual(3 * batches) // before: 2,597 commands, halving down to single writes
+    expect(fake.docs('c')).toHaveLength(0)
+  })
+
+  it('two bad writes of one code in different halves: the split stops there too — the halves\' writes are told the refusal, nothing is applied twice', async () => {
+    const { fake, c } = harness(FAST)
+    fake.fallback = refuseCollation(2)
+    const writes = Array.from({ length: 8 }, (_, i) => settle(c.updateOne({ _id: i }, { $inc: { n: 1 } },
+      i === 1 || i === 6 ? { upsert: true, collation: { locale: 'fr' } } : { upsert: true })))
+    const results = outcomes(await Promise.all(writes))
+    expect(fake.calls).toHaveLength(3)
+    expect(new Set(results)).toEqual(new Set(['2/rejected'])) // MongoDB, a code raised before execution: nothing applied
+    expect(fake.docs('c')).toHaveLength(0)
   })
 
   it('a refusal of the command itself (Unauthorized) is not split: one call, every write fails once', async () => {
