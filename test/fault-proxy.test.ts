@@ -1,3 +1,4 @@
+import net from 'node:net'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { BSON, MongoClient, MongoNetworkError, MongoServerError, MongoWriteConcernError, type Db, type MongoClientOptions } from 'mongodb'
 import { mongoUri, openDb } from './helpers.js'
@@ -226,6 +227,45 @@ describe('replica set behind the proxy', () => {
     expect(attempts[1]?.txnNumber).toBe(attempts[0]?.txnNumber)
     expect(attempts[1]?.lsid).toEqual(attempts[0]?.lsid)
     expect(await stored('retried', 1)).not.toBeNull()
+  })
+})
+
+describe('handshakes and abuse', () => {
+  it('a handshake failed by a rule gets an OP_REPLY error the driver reads as the server\'s; the next heartbeat goes through', async () => {
+    const rule = proxy.fail({ commands: ['isMaster', 'ismaster', 'hello'], appName: 'fp-handshake', errorCode: 2, errmsg: 'handshake refused', times: 1 })
+    const client = new MongoClient(proxy.uri(), { appName: 'fp-handshake', serverSelectionTimeoutMS: 20_000, retryWrites: false })
+    clients.push(client)
+    const failures: unknown[] = []
+    client.on('serverHeartbeatFailed', ev => { failures.push(ev.failure) })
+    await client.connect()
+    await client.db(direct.db.databaseName).collection<Doc>('handshake').insertOne({ _id: 1 })
+    expect(rule.fired).toBe(1)
+    // the driver's first handshake is the legacy OP_QUERY ismaster: the error went back as an OP_REPLY
+    expect(proxy.seen().find(c => c.faulted)?.name).toBe('ismaster')
+    expect(failures[0]).toBeInstanceOf(MongoServerError)
+    expect(failures[0]).toMatchObject({ code: 2, errmsg: 'handshake refused' })
+  })
+
+  it('clients that leave mid-message or send garbage, and a server that refuses, crash nothing; the proxy goes on', async () => {
+    const half = net.connect(proxy.port, '127.0.0.1')
+    half.on('error', () => {})
+    await new Promise(resolve => half.once('connect', resolve))
+    half.write(Buffer.from([200, 0, 0, 0, 1, 0, 0, 0, 0, 0]))
+    half.destroy()
+    const garbage = net.connect(proxy.port, '127.0.0.1')
+    garbage.on('error', () => {})
+    await new Promise(resolve => garbage.once('connect', resolve))
+    garbage.write(Buffer.alloc(64, 0x5A))
+    garbage.destroy()
+    const nowhere = await FaultProxy.start('mongodb://127.0.0.1:1/')
+    const lost = new MongoClient(nowhere.uri(), { serverSelectionTimeoutMS: 1_000 })
+    await expect(lost.connect()).rejects.toThrow()
+    await lost.close()
+    await nowhere.close()
+    expect(Object.keys(nowhere.upstreamErrors).length).toBeGreaterThan(0)
+    const db = await through()
+    await db.collection<Doc>('after_abuse').insertOne({ _id: 1 })
+    expect(await stored('after_abuse', 1)).not.toBeNull()
   })
 })
 

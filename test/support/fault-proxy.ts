@@ -71,6 +71,7 @@ const CODE_NAMES = new Map<number, string>([
 ])
 
 const HELLO_NAMES = new Set(['hello', 'isMaster', 'ismaster'])
+const HEADER_BYTES = 16
 
 /**
  * Every connection the proxy ends on the driver's side ends with a reset (RST): its own cuts,
@@ -434,6 +435,7 @@ class Link {
   }
 
   #run ({ message, info, fault, late }: Step): void {
+    if (message.length < HEADER_BYTES) { this.#board.send(this.#upstream, message); return } // not a message: passed on
     const request = readHeader(message)
     const moreToCome = info?.moreToCome === true
     const after = fault?.when === 'after'
@@ -455,22 +457,25 @@ class Link {
   }
 
   #fromServer (reply: Buffer): void {
-    const { requestID, responseTo } = readHeader(reply)
-    const plan = this.#plans.get(responseTo)
+    const plan = reply.length >= HEADER_BYTES ? this.#plans.get(readHeader(reply).responseTo) : undefined
     let out = reply
     if (plan !== undefined) {
+      const { requestID, responseTo } = readHeader(reply)
       this.#plans.delete(responseTo)
       // an exhaust stream (streaming hello): its next reply answers this one
       if (repliesMore(reply)) this.#plans.set(requestID, { ...plan, fault: undefined, late: false })
-      if (plan.hello) out = this.#board.rewriteHello(out)
       const fault = plan.fault
-      if (fault !== undefined && !this.clientGone) {
-        if (fault.when === 'after' && fault.closeConnection === true) { this.#proxy.cuts++; this.cut(); return }
-        if (fault.when === 'after' && fault.errorCode !== undefined) {
+      if (fault !== undefined && !this.clientGone && fault.when === 'after' && fault.closeConnection === true) { this.#proxy.cuts++; this.cut(); return }
+      try {
+        if (plan.hello) out = this.#board.rewriteHello(out)
+        if (fault !== undefined && fault.when === 'after' && fault.errorCode !== undefined) {
           out = replyTo(plan.request, errorReply(fault, fault.errorCode, undefined))
-        } else if (fault.writeConcernError !== undefined) {
+        } else if (fault?.writeConcernError !== undefined) {
           out = withWriteConcernError(out, fault, plan.retryableWrite)
         }
+      } catch {
+        // a reply this reader does not understand goes on as the server sent it
+        out = reply
       }
     }
     if (this.clientGone) {
