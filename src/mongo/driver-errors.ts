@@ -18,8 +18,12 @@ interface MaybeMongoError {
   hasErrorLabel?: (label: string) => boolean
 }
 
-// MongoDB 8.x admission control: the server refused the command before executing it.
+// MongoDB 8.x admission control: the server refused the command before executing it
+// (IngressRequestRateLimitExceeded 462, and any overload refusal labelled SystemOverloadedError
+// *and* RetryableError). InterruptedDueToOverload (473) carries SystemOverloadedError without
+// RetryableError: the server killed a command it was running, which may have applied part of it.
 const OVERLOADED = 462
+const INTERRUPTED_DUE_TO_OVERLOAD = 473
 
 /**
  * A socket's own error that reaches us unwrapped: the driver (mongodb 7.9) rethrows the
@@ -132,7 +136,8 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome,
     // The whole command was refused. Nothing of it was applied only if MongoDB itself raised
     // a code it raises before running any statement (server-codes.ts); anything else may have
     // come after some statements were applied (PITFALLS 14): ambiguous.
-    const overloaded = code === OVERLOADED || e.hasErrorLabel?.('SystemOverloadedError') === true
+    const overloaded = code === OVERLOADED ||
+      (e.hasErrorLabel?.('SystemOverloadedError') === true && e.hasErrorLabel('RetryableError') && code !== INTERRUPTED_DUE_TO_OVERLOAD)
     const rule = overloaded ? ruleOf(OVERLOADED) : ruleOf(code)
     const transient = rule.transient || e.hasErrorLabel?.('RetryableWriteError') === true
     // NoWritesPerformed: the server's own word that this command (and any retry) applied nothing

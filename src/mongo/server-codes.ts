@@ -85,6 +85,7 @@ const RULES: ReadonlyMap<number, CodeRule> = new Map([
   [11602, DURING_TRANSIENT], // InterruptedDueToReplStateChange
   [16500, DURING_TRANSIENT], // TooManyRequests (Azure Cosmos DB for MongoDB: request rate too large, mid-bulk)
   [24, DURING_TRANSIENT], //    LockTimeout
+  [473, DURING_TRANSIENT], //   InterruptedDueToOverload (8.x): a running command killed to shed load, no RetryableError label
   [46, DURING_TRANSIENT], //    LockBusy
   [226, DURING_TRANSIENT], //   TemporarilyUnavailable
   [365, DURING_TRANSIENT], //   TransactionTooLargeForCache

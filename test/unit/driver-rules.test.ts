@@ -84,6 +84,18 @@ describe('the driver\'s rules', () => {
     expect(wb.stats().retries).toBe(1)
   })
 
+  it('an overload interruption (473 InterruptedDueToOverload, SystemOverloadedError without RetryableError) comes mid-command: unknown, only a retry-safe write goes again', async () => {
+    const interrupted = named('MongoServerError', { code: 473, errorResponse: { ok: 0 }, hasErrorLabel: (l: string) => l === 'SystemOverloadedError' })
+    const { db, calls } = fakeDb((_m, n) => n === 1 ? interrupted : ok)
+    const wb = new WriteBuffer(db, quick)
+    const results = await Promise.allSettled([wb.collection('c').updateOne({ _id: 1 }, { $inc: { n: 1 } })])
+    expect(results.map(outcomeOf)).toEqual(['WRITE_BUFFER_BATCH_FAILED/unknown'])
+    expect(calls).toHaveLength(1) // the $inc was not resent: the interrupted attempt may have applied it
+    const again = fakeDb((_m, n) => n === 1 ? interrupted : ok)
+    await expect(new WriteBuffer(again.db, quick).collection('c').updateOne({ _id: 1 }, { $set: { v: 1 } })).resolves.toEqual({})
+    expect(again.calls).toHaveLength(2)
+  })
+
   it('on a replica set, a 462 may answer the driver\'s own retry of an attempt that was applied: unknown, an $inc not re-sent', async () => {
     const overload = named('MongoServerError', { code: 462, errorResponse: { ok: 0 }, hasErrorLabel: (l: string) => l === 'SystemOverloadedError' || l === 'RetryableError' })
     const { db, calls } = fakeDb((_m, n) => n === 1 ? overload : ok)
