@@ -3,7 +3,7 @@
 // Usage: node scripts/with-db.mjs <cmd> [args…]
 import { spawn } from 'node:child_process'
 import { MongoClient } from 'mongodb'
-import { resolveMongo } from './resolve-db.mjs'
+import { ENGINE_SERVERS, resolveMongo } from './resolve-db.mjs'
 import { describeServer } from './server-info.mjs'
 
 const [cmd, ...args] = process.argv.slice(2)
@@ -19,7 +19,7 @@ const client = new MongoClient(db.uri, { serverSelectionTimeoutMS: 30_000 })
 const server = await describeServer(client).finally(() => client.close())
 console.error(`[db] ${server.name} ${server.version} (${db.source}: ${db.uri})`)
 const wanted = process.env.MONGODB_URI ? '' : process.env.FWB_ENGINE ?? ''
-if (wanted !== '' && server.engine !== wanted) {
+if (wanted !== '' && server.engine !== (ENGINE_SERVERS[wanted] ?? wanted)) {
   console.error(`[db] FWB_ENGINE=${wanted}, but that server is ${server.name}: another server on that port?`)
   await db.stop()
   process.exit(1)

@@ -45,7 +45,7 @@ describe('a first attempt that reaches the server late never lands behind a late
     try {
       for (let round = 0; round < ROUNDS; round++) {
         const name = `late_${round}`
-        await direct.db.collection(name).insertMany(Array.from({ length: DOCS }, (_, i) => ({ _id: i, v: 0 })))
+        await direct.db.collection<{ _id: number, v: number }>(name).insertMany(Array.from({ length: DOCS }, (_, i) => ({ _id: i, v: 0 })))
         const c = wb.collection<{ _id: number, v: number }>(name)
         // the first update command on this collection is held HELD_MS, then delivered; its reply is dropped
         const held = proxy.fail({ commands: ['update'], collection: name, blockConnection: true, blockTimeMS: HELD_MS, times: 1 })
