@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MongoClient, type Db } from 'mongodb'
+import { MongoClient, type Db, type ObjectId } from 'mongodb'
 import { WriteBuffer } from '../src/index.js'
 import { mongoUri, openDb } from './helpers.js'
 import { capabilities, server } from './support/capabilities.js'
@@ -163,7 +163,7 @@ describe(`each failure a replica set answers, made on demand: every caller told 
     it(`${name} [${s.spec}]`, async () => {
       const coll = `f${serial++}`
       await direct.db.collection<{ _id: string, n: number }>(coll).insertMany(Array.from({ length: N }, (_, i) => ({ _id: `i${i}`, n: 0 })))
-      const c = wb.collection<{ _id?: unknown, n?: number, v?: number, k?: number }>(coll)
+      const c = wb.collection<{ _id?: string | ObjectId, n?: number, v?: number, k?: number }>(coll)
       const inserts = proxy.fail({ commands: ['insert'], collection: coll, ...s.rule })
       const updates = proxy.fail({ commands: ['update'], collection: coll, ...s.rule })
       const insertIds: unknown[] = []
