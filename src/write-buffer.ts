@@ -46,6 +46,12 @@ export interface WriteBufferStats {
   retries: number
   /** batches the server refused as a whole command, split to pin the writes to blame */
   isolatedBatches: number
+  /**
+   * the most writes the server takes in one command: as its hello announced it, or as it taught
+   * by refusing a command for more (DocumentDB: 25,000 where hello says 100,000); undefined
+   * before the server answered. Batches hold one fewer at most.
+   */
+  maxWriteBatchSize: number | undefined
   /** how long the oldest write of each batch waited in its queue (ms, last 1–2 minutes) */
   queueWaitMs: LatencySummary
   /** bulkWrite round trips (ms, last 1–2 minutes) */
@@ -168,6 +174,7 @@ export class WriteBuffer {
       coalescedOps,
       retries: this.#retries.scheduled,
       isolatedBatches: this.#sender.isolated,
+      maxWriteBatchSize: this.#sender.driverRetries.maxWriteBatchSize(),
       queueWaitMs: this.#sender.queueWait.summary(),
       roundTripMs: this.#sender.roundTrip.summary(),
     }

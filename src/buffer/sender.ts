@@ -1,6 +1,6 @@
 import type { AnyBulkWriteOperation, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
-import { classify, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
+import { classify, describeError, isServerRefusal, writeBatchBoundOf, type Failure } from '../mongo/driver-errors.js'
 import type { SentAnswer, WriteCommand } from '../mongo/write-command.js'
 import type { ServerIdentity } from '../mongo/server-identity.js'
 import { foundUnsendable, NOT_SERIALIZER, SERIALIZER_IF_FOUND, serializerFailure } from '../write/send-check.js'
@@ -150,6 +150,7 @@ export class Sender {
   async #failed (batch: Batch, err: unknown, span: TraceLink | undefined): Promise<void> {
     const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
     const refusal = wholeRefusal(err)
+    if (refusal !== undefined && this.#tooMany(batch, refusal)) return
     if (refusal !== undefined) {
       await this.#refused(batch, refusal, span)
     } else if (Array.isArray(writeErrors) && writeErrors.length > 0) {
@@ -157,6 +158,26 @@ export class Sender {
     } else if (!this.#unsendable(batch, err)) {
       this.#wholeFailed(batch, err, span)
     }
+  }
+
+  /**
+   * The server refused the command for holding more writes than it takes (writeBatchBoundOf: it
+   * read no statement, so none was applied; DocumentDB's hello overstates its bound). The bound
+   * is kept for the rest of the client's life (stats: maxWriteBatchSize) and the writes go back to
+   * the head of their queue, this attempt uncounted, to go in batches the server takes — not
+   * split as a refusal of unknown outcome, which would tell a duplicate key among them `unknown`.
+   */
+  #tooMany (batch: Batch, refusal: unknown): boolean {
+    const bound = writeBatchBoundOf(refusal)
+    const live = batch.ops.filter(op => op.state !== SETTLED)
+    if (bound === undefined || live.length <= bound || this.#final) return false
+    this.driverRetries.learnMaxWriteBatchSize(bound)
+    for (const op of live) op.sendAgain(false)
+    this.#requeue(batch.queue, live)
+    this.#return(batch)
+    this.options.logger?.warn({ collection: batch.queue.name, ops: live.length, maxWriteBatchSize: bound },
+      'write buffer: the server takes fewer writes per command than its hello said; batches keep to its bound from now on')
+    return true
   }
 
   /** What a refusal of a whole command means; asks the server who it is (once) to know. */

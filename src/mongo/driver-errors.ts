@@ -24,6 +24,8 @@ interface MaybeMongoError {
 // RetryableError: the server killed a command it was running, which may have applied part of it.
 const OVERLOADED = 462
 const INTERRUPTED_DUE_TO_OVERLOAD = 473
+/** InvalidLength: a command with no statements, or more than the server's write batch bound */
+const INVALID_LENGTH = 16
 
 /**
  * A socket's own error that reaches us unwrapped: the driver (mongodb 7.9) rethrows the
@@ -156,4 +158,19 @@ export function describeError (err: unknown): string {
   const e = err as { name?: string, message?: string, code?: unknown } | null | undefined
   const code = typeof e?.code === 'number' || typeof e?.code === 'string' ? ` ${e.code}` : ''
   return `${e?.name ?? 'Error'}${code}: ${e?.message ?? describe(err)}`
+}
+
+/**
+ * The bound a refusal for too many writes names: InvalidLength (16) with "Write batch sizes must
+ * be between 1 and N" — MongoDB's text (write_ops.cpp, checkOpCountForCommand) and DocumentDB's
+ * (insert.c, update.c, delete.c: MaxWriteBatchSize, 25,000 by default, though its hello says
+ * 100,000). Both raise it while reading the command, before any statement runs. Undefined for
+ * any other failure.
+ */
+export function writeBatchBoundOf (err: unknown): number | undefined {
+  const e = unwrap(err) as MaybeMongoError | null | undefined
+  if (e === null || e === undefined || e.code !== INVALID_LENGTH) return undefined
+  const m = /Write batch sizes must be between 1 and (\d+)/.exec(String((e as { message?: unknown }).message))
+  const bound = m === null ? NaN : Number(m[1])
+  return Number.isSafeInteger(bound) && bound > 0 ? bound : undefined
 }

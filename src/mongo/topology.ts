@@ -14,6 +14,8 @@ interface ClientState {
   known: boolean | undefined
   /** the smallest `maxWriteBatchSize` a server announced (hello): more writes make the driver split a command */
   maxWriteBatchSize: number | undefined
+  /** the bound a server taught by refusing a command for too many writes (DriverRetries#learnMaxWriteBatchSize): hello may overstate it */
+  learned: number | undefined
 }
 
 /**
@@ -26,7 +28,7 @@ const states = new WeakMap<object, ClientState>()
 function stateOf (client: ClientView): ClientState {
   let state = states.get(client)
   if (state === undefined) {
-    const created: ClientState = state = { known: undefined, maxWriteBatchSize: undefined }
+    const created: ClientState = state = { known: undefined, maxWriteBatchSize: undefined, learned: undefined }
     states.set(client, created)
     client.on?.('serverDescriptionChanged', ev => { learn(created, ev.newDescription) })
   }
@@ -61,7 +63,7 @@ export class DriverRetries {
   constructor (db: Db) {
     const client = this.#client = (db as unknown as { client?: ClientView }).client
     this.#retryWrites = client?.options?.retryWrites !== false
-    this.#state = client === undefined ? { known: undefined, maxWriteBatchSize: undefined } : stateOf(client)
+    this.#state = client === undefined ? { known: undefined, maxWriteBatchSize: undefined, learned: undefined } : stateOf(client)
   }
 
   mayHaveRetried (): boolean {
@@ -86,13 +88,21 @@ export class DriverRetries {
   }
 
   /**
-   * The most writes one command may carry on this deployment (the smallest `maxWriteBatchSize`
-   * its servers announced: 100,000 on MongoDB, 25,000 on DocumentDB), or undefined before any
-   * server answered. A bulkWrite with more is split by the driver into several commands.
+   * The most writes one command may carry on this deployment: the smallest `maxWriteBatchSize`
+   * its servers announced (100,000 on MongoDB; DocumentDB's says 100,000 too), or the bound a
+   * server taught by refusing more (25,000 on DocumentDB: learnMaxWriteBatchSize), whichever is
+   * smaller; undefined before either. A bulkWrite with more is split by the driver into
+   * several commands.
    */
   maxWriteBatchSize (): number | undefined {
     this.#refresh()
-    return this.#state.maxWriteBatchSize
+    const { maxWriteBatchSize: hello, learned } = this.#state
+    return learned === undefined ? hello : hello === undefined ? learned : Math.min(hello, learned)
+  }
+
+  /** A server refused a command for holding more than `bound` writes: every buffer on this client keeps to it from now on. */
+  learnMaxWriteBatchSize (bound: number): void {
+    if (this.#state.learned === undefined || bound < this.#state.learned) this.#state.learned = bound
   }
 
   /** Whether a server was ever reached: before that, no command can have been sent. */

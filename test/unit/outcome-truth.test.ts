@@ -363,3 +363,37 @@ describe('a retry waiting for the proof still meets its deadline', () => {
     expect((await fastForward(later)).status).toBe('fulfilled')
   })
 })
+
+describe('a server that takes fewer writes per command than its hello says (DocumentDB: 25,000, hello 100,000)', () => {
+  /** Refuses a command of more than `bound` statements as MongoDB and DocumentDB do (InvalidLength, before reading any), else applies it. */
+  const bounded = (bound: number): Responder => (call, db) => {
+    if (call.raw.length > bound) throw commandError(16, `Write batch sizes must be between 1 and ${bound}. Got ${call.raw.length} operations.`)
+    return apply(call, db)
+  }
+
+  it('learns the bound from the refusal for the rest of its life (stats shows it): the writes go again in batches it takes, a duplicate key among them rejected, not unknown', async () => {
+    const { fake, wb, c } = harness({ ...FAST, maxBatchSize: 999 })
+    fake.server = 'ferretdb' // not MongoDB: a refusal proves nothing, except this one, raised before any statement is read
+    fake.fallback = bounded(25)
+    await c.insertOne({ _id: 'taken' })
+    const writes = Array.from({ length: 99 }, (_, i) => settle(c.insertOne(i === 50 ? { _id: 'taken' } : { i })))
+    const results = outcomes(await Promise.all(writes))
+    expect(results.filter(r => r === 'ok')).toHaveLength(98)
+    expect(results[50]).toBe('11000/rejected')
+    expect(wb.stats().maxWriteBatchSize).toBe(25)
+    expect(wb.stats().isolatedBatches).toBe(0)
+    // the insert of 'taken', one refused command, then batches of at most 24 (one fewer than the bound)
+    expect(fake.calls.length).toBeLessThanOrEqual(1 + 1 + Math.ceil(99 / 24))
+    const later = settle(c.insertOne({ late: true }))
+    expect(outcomes([await later])).toEqual(['ok'])
+    expect(fake.calls.slice(2).every(call => call.raw.length <= 24)).toBe(true)
+  })
+
+  it('a refusal for too many writes that is not about this batch (it holds no more than the bound named) is read as any other refusal', async () => {
+    const { fake, wb, c } = harness(FAST)
+    fake.fallback = () => { throw commandError(16, 'Write batch sizes must be between 1 and 100. Got 0 operations.') }
+    const results = outcomes(await Promise.all([settle(c.insertOne({ a: 1 }))]))
+    expect(results).toEqual(['16/rejected'])
+    expect(wb.stats().maxWriteBatchSize).not.toBe(100)
+  })
+})
