@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { ErrorCodes, WriteBufferError } from '../../src/index.js'
 import { apply, hold, networkError, pause, rejectWith, settle, track } from './fake-db.js'
-import { harness } from './harness.js'
+import { harness, HEAVY } from './harness.js'
 
 describe('admission: maxPending', () => {
   it('onFull: reject refuses a write beyond maxPending with WRITE_BUFFER_FULL, not-sent, 503 + retry-after', async () => {
@@ -74,7 +74,7 @@ describe('admission: maxPending', () => {
     expect(fake.calls.map(x => x.ids)).toEqual([['a'], ['b'], ['c']])
   })
 
-  it('maxPendingBytes: a small write does not overtake a big one waiting for room (FIFO, same-target order kept)', async () => {
+  it('maxPendingBytes: a small write does not overtake a big one waiting for room (FIFO, same-target order kept)', HEAVY, async () => {
     const MiB = 1024 * 1024
     const { fake, wb, c } = harness({ maxPending: 100, maxPendingBytes: 17 * MiB })
     fake.fallback = hold
@@ -140,7 +140,7 @@ describe('admission: abort signals', () => {
     expect(fake.calls.map(x => x.ids)).toEqual([[1], [3]])
   })
 
-  it('a big write waiting for room that aborts lets a smaller one behind it in at once', async () => {
+  it('a big write waiting for room that aborts lets a smaller one behind it in at once', HEAVY, async () => {
     const MiB = 1024 * 1024
     const { fake, wb, c } = harness({ maxPending: 100, maxPendingBytes: 17 * MiB })
     fake.fallback = hold

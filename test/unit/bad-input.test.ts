@@ -7,7 +7,7 @@ import { BSON, MongoClient, ObjectId, type Document } from 'mongodb'
 import writeBufferPlugin, { ErrorCodes, InvalidWriteError } from '../../src/index.js'
 import { buildInsert, customPkFactory } from '../../src/write/build-op.js'
 import { apply, FakeDb, settle } from './fake-db.js'
-import { harness, loose, type Coll } from './harness.js'
+import { harness, HEAVY, loose, type Coll } from './harness.js'
 import { WriteBuffer } from '../../src/write-buffer.js'
 
 const MiB = 1024 * 1024
@@ -114,7 +114,7 @@ describe('2. insertOne with _id null or undefined gets a generated _id, and repo
 })
 
 describe('3. the 16 MiB limit is the driver\'s: statements of 16 MiB or more are refused before queuing', () => {
-  it('insert: 16 MiB − 1 is accepted, exactly 16 MiB and 16 MiB + 1 are refused, batch-mates unaffected', async () => {
+  it('insert: 16 MiB − 1 is accepted, exactly 16 MiB and 16 MiB + 1 are refused, batch-mates unaffected', HEAVY, async () => {
     const { fake, c } = harness({ lingerMs: 5 })
     const ok = docOfSize(LIMIT - 1)
     const exact = docOfSize(LIMIT)
@@ -127,7 +127,7 @@ describe('3. the 16 MiB limit is the driver\'s: statements of 16 MiB or more are
     expect(fake.calls.flatMap(call => call.ids)).toEqual([ok._id, expect.any(ObjectId)])
   })
 
-  it('update: the { q, u, upsert } statement is measured, not its parts', async () => {
+  it('update: the { q, u, upsert } statement is measured, not its parts', HEAVY, async () => {
     const { fake, c } = harness({ lingerMs: 5 })
     const exact = updateOfStatementSize(LIMIT)
     const exactUpsert = updateOfStatementSize(LIMIT, true)
@@ -146,14 +146,14 @@ describe('3. the 16 MiB limit is the driver\'s: statements of 16 MiB or more are
     expect(fake.calls.flatMap(call => call.ids).sort()).toEqual([4, 5])
   })
 
-  it('delete: a filter whose { q, limit } statement reaches 16 MiB is refused', async () => {
+  it('delete: a filter whose { q, limit } statement reaches 16 MiB is refused', HEAVY, async () => {
     const { c } = harness()
     const base = BSON.calculateObjectSize({ q: { s: '' }, limit: 1 })
     const s = await settle(c.deleteOne({ s: 'x'.repeat(LIMIT - base) }))
     expectInvalid(s, /delete statement \(filter, options\) is 16777216 bytes, over the 16 MiB/)
   })
 
-  it('an undefined field counts as the null the driver sends', async () => {
+  it('an undefined field counts as the null the driver sends', HEAVY, async () => {
     const { c } = harness()
     const doc = docOfSize(LIMIT - 3) // + `u: undefined` = 1 type byte + "u\0" = 3 bytes
     doc.u = undefined

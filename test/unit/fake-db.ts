@@ -172,13 +172,28 @@ export function keyOf (id: unknown): string {
 
 function matches (doc: Document, filter: Document): boolean {
   for (const [k, v] of Object.entries(filter)) {
-    if (v !== null && typeof v === 'object' && Array.isArray((v as Document).$in)) {
+    if (isIn(v)) {
       if (!((v as Document).$in as unknown[]).some(x => keyOf(x) === keyOf(doc[k]))) return false
     } else if (keyOf(v) !== keyOf(doc[k])) {
       return false
     }
   }
   return true
+}
+
+/**
+ * The stored documents `filter` may match: with an `_id` that is a value (not `$in`), the one
+ * stored under its key, the store's own index; else all of them. A lookup, not a scan: applying
+ * 100,000 upserts by scan is quadratic, and a test's cleanup (harness.ts) applies what it left.
+ */
+function candidates (store: Map<string, Document>, filter: Document): Iterable<Document> {
+  if (!('_id' in filter) || isIn(filter._id)) return store.values()
+  const doc = store.get(keyOf(filter._id))
+  return doc === undefined ? [] : [doc]
+}
+
+function isIn (v: unknown): boolean {
+  return v !== null && typeof v === 'object' && Array.isArray((v as Document).$in)
 }
 
 function setPath (doc: Document, path: string, value: unknown): void {
@@ -383,7 +398,7 @@ export class FakeDb {
         continue
       }
       const filter = body.filter as Document
-      const found = [...store.values()].filter(d => matches(d, filter))
+      const found = [...candidates(store, filter)].filter(d => matches(d, filter))
       const targets = kind === 'updateMany' || kind === 'deleteMany' ? found : found.slice(0, 1)
       if (kind === 'deleteOne' || kind === 'deleteMany') {
         for (const d of targets) store.delete(keyOf(d._id))

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { BSON, Decimal128, Long, ObjectId } from 'mongodb'
 import { targetOfId } from '../../src/write/target.js'
-import { harness } from './harness.js'
+import { harness, HEAVY } from './harness.js'
 import { resolveWith, settle } from './fake-db.js'
 
 /** The `v` each bulkWrite set on document 1, in the order the fake applied them. */
@@ -55,7 +55,7 @@ describe('the server bounds a batch', () => {
 })
 
 describe('one batch is one command at the largest limits too', () => {
-  it('maxBatchSize 99,999 and maxBatchBytes 15 MiB: every batch fits the 16 MiB at which the driver splits, wrappers and index keys counted', async () => {
+  it('maxBatchSize 99,999 and maxBatchBytes 15 MiB: every batch fits the 16 MiB at which the driver splits, wrappers and index keys counted', HEAVY, async () => {
     const { fake, c } = harness({ maxBatchSize: 99_999, maxBatchBytes: 15 * 1024 * 1024 })
     fake.fallback = resolveWith({ upsertedIds: {} }) // acknowledged, not applied: the store's scans are not what is measured
     const s = 'x'.repeat(100)

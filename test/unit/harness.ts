@@ -35,6 +35,13 @@ export interface Harness {
 // a broken buffer shows up as a write that never settles: fail in seconds, not the config's minute
 vi.setConfig({ testTimeout: 5_000, hookTimeout: 5_000 })
 
+/**
+ * The time limit of a test that moves 100,000 writes or documents of 10-16 MiB: 0.2-1 s on this
+ * 2-core machine alone, thirty times that on a loaded one (the 16 MiB insert test took 0.19 s
+ * alone, 5.7 s beside eight CPU burners), past the 5 s above. `it(name, HEAVY, fn)`.
+ */
+export const HEAVY = { timeout: 60_000 }
+
 const open: Harness[] = []
 
 /** A WriteBuffer on a fresh fake db; closed after the test whatever happened. */
