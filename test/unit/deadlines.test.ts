@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest'
 import { ErrorCodes, WriteBufferError } from '../../src/index.js'
 import { hold, networkError, pause, rejectWith, settle, track } from './fake-db.js'
-import { harness } from './harness.js'
+import { fastForward, harness, useFakeClock } from './harness.js'
 
 // Real timers, short deadlines: the buffer sweeps deadlines with its own (unref'd) timer, so
-// these tests only wait for rejections, never assert how soon they come.
+// these tests only wait for rejections, never assert how soon they come. The one test whose
+// writes must expire in one sweep puts their deadlines on the fake clock.
 
 describe('deadlines', () => {
   it('timeoutMs rejects a write that cannot be sent while earlier bulkWrites hold every slot (not-sent)', async () => {
@@ -92,6 +93,9 @@ describe('deadlines', () => {
   })
 
   it('a waiter that expires in the sweep that frees room for it is not let in: it fails not-sent and its update goes nowhere (not into a lingering write)', async () => {
+    // q's and w's deadlines in one millisecond of the fake clock, so in one sweep: in real time a
+    // busy machine could put a sweep between them, letting w in when q's rejection freed room
+    useFakeClock()
     const { fake, wb, c } = harness({ maxPending: 3, closeTimeoutMs: 2_000 })
     fake.next(hold)
     const p = c.updateOne({ _id: 'p' }, { $set: { v: 1 } })
@@ -101,6 +105,7 @@ describe('deadlines', () => {
     const w = settle(c.updateOne({ _id: 'x' }, { $set: { b: 1 } }, { upsert: true, timeoutMs: 60 })) // no room: it waits
     expect(wb.stats()).toMatchObject({ pending: 3, waiting: 1 })
     // one sweep finds both past their deadline; rejecting q frees the room w was waiting for
+    await fastForward(Promise.all([q, w]))
     expect(await q).toMatchObject({ status: 'rejected', reason: { code: ErrorCodes.TIMEOUT, outcome: 'not-sent' } })
     expect(await w).toMatchObject({ status: 'rejected', reason: { code: ErrorCodes.TIMEOUT, outcome: 'not-sent' } })
     call.answer()
