@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { Db, MongoClient } from 'mongodb'
+import type { Db, MongoClient, ObjectId } from 'mongodb'
 import { WriteBuffer, WriteRejectedError } from '../src/index.js'
 import { openDb } from './helpers.js'
 import { server } from './support/capabilities.js'
@@ -20,7 +20,7 @@ describe('the server\'s own bound on writes per command', () => {
   it('30,000 inserts in one take, a duplicate _id among them: every other one stored, the duplicate rejected 11000; stats says the bound the server keeps', async () => {
     const hello = await db.admin().command({ hello: 1 }) as { maxWriteBatchSize?: number }
     const wb = new WriteBuffer(db, { maxBatchSize: 99_999, maxPending: 100_000, lingerMs: 100 })
-    const c = wb.collection<{ _id?: unknown, i?: number }>('many')
+    const c = wb.collection<{ _id?: string | ObjectId, i?: number }>('many')
     await c.insertOne({ _id: 'taken' })
     const settled = await Promise.allSettled(Array.from({ length: 30_000 }, (_, i) => c.insertOne(i === 20_000 ? { _id: 'taken' } : { i })))
     const refused = settled.filter(s => s.status === 'rejected')

@@ -1,7 +1,7 @@
 import type { AnyBulkWriteOperation } from 'mongodb'
 import type { SentAnswer } from '../mongo/write-command.js'
 import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../errors.js'
-import { commandRefusal, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
+import { closedConnection, commandRefusal, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
 import { uncoalesce } from '../write/coalesce.js'
 import { isRetrySafe } from '../write/retry-safety.js'
 import { INSERT, SETTLED, type WriteOp, type WriteResult } from '../write/write-op.js'
@@ -80,6 +80,12 @@ export interface IsolationContext {
   collection: string
   /** the server's write errors name the statements that failed (server-identity.ts#reportsStatements) */
   reportsStatements: boolean
+  /**
+   * isolating a batch whose connection closed twice (Sender#isolateClosed): a part whose
+   * connection closes too is split further like a refused part (outcome unknown), and
+   * `closedAt` keeps when the last one closed (Date.now(); 0: none)
+   */
+  closed?: { at: number }
 }
 
 /**
@@ -242,6 +248,10 @@ async function sendOnce (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
       out.failed(ops, refusal)
       return { kind: 'failed', err: refusal }
     }
+    if (ctx.closed !== undefined && closedConnection(err)) {
+      ctx.closed.at = Date.now()
+      return { kind: 'refused', refusal: err, failure: unprovenFailure(err) }
+    }
     const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
     if (Array.isArray(writeErrors) && writeErrors.length > 0) {
       if (!indexesProven(ops, ctx.reportsStatements)) return await isolate(ops, err, unprovenFailure(err), ctx, out)
@@ -294,6 +304,9 @@ function pinned (op: WriteOp, refusal: unknown, outcome: 'rejected' | 'unknown')
   if (unprovenStatement(refusal)) {
     // the code is some statement's, not proven this write's: an app mapping it to a 4xx would refuse a request whose write was applied
     return new WriteBufferError(ErrorCodes.BATCH_FAILED, `a statement of its batch was refused (${describeError(refusal)}) and this server does not say which (isolate.ts#indexesProven); this write may have been applied`, outcome, op.attempts, refusal)
+  }
+  if (closedConnection(refusal)) {
+    return new WriteBufferError(ErrorCodes.BATCH_FAILED, `the connection closed under every command that carried this write, the last with it alone (${describeError(refusal)}): the server may have dropped it for this write (PITFALLS 21)`, outcome, op.attempts, refusal)
   }
   if (typeof r.code === 'number') {
     return new WriteRejectedError(r.code, typeof r.message === 'string' ? r.message : 'write refused', op.attempts, undefined, outcome)

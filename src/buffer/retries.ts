@@ -17,6 +17,18 @@ export interface BackoffPolicy { baseDelayMs: number, maxDelayMs: number }
 export interface Fence { until: number, proof: Promise<number> | undefined, windowMs: number }
 
 /**
+ * Resolves once an attempt that failed ambiguously at `since` can no longer apply: `windowMs`
+ * after it, and after the server's first answer since — a fence waited in place, by a batch
+ * that stays in flight meanwhile (Sender#isolateClosed). The timer is ref'd, as a backoff's:
+ * writes wait behind it; once the buffer is closed the proof comes at once (ServerLiveness#stop).
+ */
+export async function waitOut (since: number, windowMs: number, liveness: { replyAfter: (since: number) => Promise<number> }): Promise<void> {
+  const answeredAt = await liveness.replyAfter(since).catch(() => since)
+  const until = Math.max(since, answeredAt) + windowMs
+  await new Promise(resolve => setTimeout(resolve, Math.max(0, until - Date.now())))
+}
+
+/**
  * Batches that hold their targets while they wait:
  * - a batch to send again after a transient failure waits out a jittered exponential
  *   backoff, and never less than its fence (below); then its writes go back to the head of

@@ -1,6 +1,6 @@
 import type { AnyBulkWriteOperation, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
-import { classify, describeError, isServerRefusal, writeBatchBoundOf, type Failure } from '../mongo/driver-errors.js'
+import { classify, closedConnection, describeError, isServerRefusal, writeBatchBoundOf, type Failure } from '../mongo/driver-errors.js'
 import type { SentAnswer, WriteCommand } from '../mongo/write-command.js'
 import type { ServerIdentity } from '../mongo/server-identity.js'
 import { foundUnsendable, NOT_SERIALIZER, SERIALIZER_IF_FOUND, serializerFailure } from '../write/send-check.js'
@@ -14,7 +14,7 @@ import { Batch, type Route } from './batch.js'
 import { Wire } from './wire.js'
 import { Latency } from './latency.js'
 import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
-import { FENCE_MARGIN_MS, type Fence, type Retries } from './retries.js'
+import { FENCE_MARGIN_MS, waitOut, type Fence, type Retries } from './retries.js'
 import type { ServerLiveness } from '../mongo/liveness.js'
 import type { Settler } from './settler.js'
 
@@ -155,8 +155,35 @@ export class Sender {
       await this.#refused(batch, refusal, span)
     } else if (Array.isArray(writeErrors) && writeErrors.length > 0) {
       await this.#partlyFailed(batch, err as PartialFailure)
-    } else if (!this.#unsendable(batch, err)) {
+    } else if (this.#unsendable(batch, err)) {
+      // told, or sent again
+    } else if (closedConnection(err) && batch.ops.some(op => op.state !== SETTLED && op.closedBefore)) {
+      await this.#isolateClosed(batch, err, span)
+    } else {
       this.#wholeFailed(batch, err, span)
+    }
+  }
+
+  /**
+   * The connection closed under this batch again, after its resend waited out a fence that
+   * needed the server to answer a ping (Sender#wholeFailed): the server is up and drops the
+   * connection on something this batch carries (FerretDB 1.24 on a NaN: PITFALLS 21). Resent
+   * whole, it would hit the same wall until its attempts run out, and every mate would end
+   * `unknown`. So it is isolated like a refused batch whose outcome is unknown: once this
+   * attempt can no longer apply (the same fence), the retry-safe writes go again in halves, a
+   * half whose connection closes is split further, until the culprit is alone (`unknown`); the
+   * writes that are not retry-safe are told `unknown` at once. Afterwards every target stays
+   * fenced from the last close, as after any ambiguous failure.
+   */
+  async #isolateClosed (batch: Batch, err: unknown, span: TraceLink | undefined): Promise<void> {
+    const windowMs = this.options.maxTimeMS + FENCE_MARGIN_MS
+    await waitOut(Date.now(), windowMs, this.liveness)
+    const closed = { at: 0 }
+    await this.#refused(batch, err, span, unprovenFailure(err), closed)
+    if (closed.at === 0) return
+    const settled = batch.ops.filter(op => op.state === SETTLED)
+    if (settled.length > 0) {
+      this.retries.fence(new Batch(batch.queue, settled, false), { until: closed.at + windowMs, proof: this.liveness.replyAfter(closed.at), windowMs })
     }
   }
 
@@ -191,10 +218,10 @@ export class Sender {
    * whole failure (resent after a backoff if nothing was applied or the write is retry-safe).
    * Otherwise one write may be to blame: isolate it (isolate.ts), so its batch-mates are applied.
    */
-  async #refused (batch: Batch, refusal: unknown, span: TraceLink | undefined, known?: Failure): Promise<void> {
+  async #refused (batch: Batch, refusal: unknown, span: TraceLink | undefined, known?: Failure, closed?: { at: number }): Promise<void> {
     const failure = known ?? await this.#classifyRefusal(refusal, batch.route)
     const live = batch.ops.filter(op => op.state !== SETTLED)
-    if (this.#final || !splittable(live, refusal, failure)) {
+    if (this.#final || (closed === undefined && !splittable(live, refusal, failure))) {
       this.#wholeFailed(batch, refusal, span, failure)
       return
     }
@@ -205,7 +232,7 @@ export class Sender {
     const send = (models: AnyBulkWriteOperation[]): Promise<SentAnswer> => this.#wire.sendPart(queue, route, models)
     const confirm = (ids: unknown[]): Promise<Set<string> | null> => confirmInserted(queue.collection, ids)
     const classify = (r: unknown): Promise<Failure> => this.#classifyRefusal(r, route)
-    await isolate(live, refusal, failure, { send, classify, confirm, stopped: () => this.#final, ordered: queue.ordered, collection: queue.name, reportsStatements: await this.identity.reportsStatements() }, out)
+    await isolate(live, refusal, failure, { send, classify, confirm, stopped: () => this.#final, ordered: queue.ordered, collection: queue.name, reportsStatements: await this.identity.reportsStatements(), closed }, out)
     this.#apply(queue, out)
     if (out.failedOps.length > 0) {
       this.#wholeFailed(batch, out.failedWith, span, undefined, out.failedOps)
@@ -270,8 +297,10 @@ export class Sender {
     if (batch.queue.ordered && failure.outcome === 'unknown' && verdicts.some(v => v !== 'retry')) {
       for (let i = 0; i < live.length; i++) if (verdicts[i] === 'retry') verdicts[i] = batchFailed(live[i] as WriteOp, failure, name)
     }
+    const closed = closedConnection(err)
     for (let i = 0; i < live.length; i++) {
       const op = live[i] as WriteOp
+      op.closedBefore = closed
       const verdict = verdicts[i] as 'retry' | Error
       if (verdict === 'retry' && !this.#final) {
         retry.push(op)

@@ -174,3 +174,12 @@ export function writeBatchBoundOf (err: unknown): number | undefined {
   const bound = m === null ? NaN : Number(m[1])
   return Number.isSafeInteger(bound) && bound > 0 ? bound : undefined
 }
+
+/**
+ * Whether the connection closed under the command (a network error that is not a timeout, or a
+ * socket's own error): what a server that drops the connection on a document it cannot take does
+ * (FerretDB 1.24 on NaN: PITFALLS 21), as a cut does.
+ */
+export function closedConnection (err: unknown): boolean {
+  return nameOf(unwrap(err) as MaybeMongoError | null | undefined) === 'MongoNetworkError'
+}

@@ -110,6 +110,8 @@ export class WriteOp {
   attempts = 0
   /** true once an attempt may have reached the server without a clear answer */
   maybeApplied = false
+  /** its last attempt ended in a connection closed under it (a poison the server drops the connection on, or a cut): a second one isolates its batch */
+  closedBefore = false
   /** the flush() epoch it belongs to (see FlushTracker) */
   epoch = 0
   /** Date.now() past which it is rejected with WRITE_BUFFER_TIMEOUT if not yet sent; 0 = none */

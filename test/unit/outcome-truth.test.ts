@@ -397,3 +397,44 @@ describe('a server that takes fewer writes per command than its hello says (Docu
     expect(wb.stats().maxWriteBatchSize).not.toBe(100)
   })
 })
+
+describe('a poison the server closes the connection on (FerretDB 1.24 on NaN: PITFALLS 21)', () => {
+  /** Closes the connection on a command carrying a document with NaN, as FerretDB 1.24 does; applies the others. */
+  const dropsNaN: Responder = (call, db) => {
+    const nan = (d: unknown): boolean => Number.isNaN((d as Document | undefined)?.a)
+    if (call.bodies.some(b => nan(b.document) || nan((b.update as Document | undefined)?.$set))) throw networkError()
+    return apply(call, db)
+  }
+
+  for (const n of [1, 2, 1_000]) {
+    it(`NaN among ${n}: closed twice while the server answers a ping between them, the batch is isolated — its mates stored, the culprit alone unknown`, async () => {
+      useFakeClock()
+      const { fake, c } = harness({ ...FAST, maxBatchSize: 999, retry: { baseDelayMs: 1, maxAttempts: 4 } })
+      fake.server = 'ferretdb'
+      fake.fallback = dropsNaN
+      const writes = Array.from({ length: n }, (_, i) => settle(c.insertOne(i === n - 1 ? { i, a: NaN } : { i })))
+      const results = outcomes((await fastForward(Promise.all(writes))).value as Array<Awaited<ReturnType<typeof settle>>>)
+      expect(results.slice(0, n - 1).every(r => r === 'ok')).toBe(true)
+      expect(results[n - 1]).toBe(`${ErrorCodes.BATCH_FAILED}/unknown`)
+      expect(fake.docs('c')).toHaveLength(n - 1)
+      // the first attempt and one resend whole, then halves down to the culprit (2 per level; batches of up to 999)
+      const levels = Math.ceil(Math.log2(Math.max(2, Math.min(n, 999))))
+      expect(fake.calls.length).toBeLessThanOrEqual(Math.ceil(n / 999) * 2 + 2 * levels + 2)
+    })
+  }
+
+  it('a $inc among them is told unknown at once after the second close (it may have been applied), never resent; its retry-safe mates are stored', async () => {
+    useFakeClock()
+    const { fake, c } = harness(FAST)
+    fake.server = 'ferretdb'
+    fake.fallback = dropsNaN
+    await fastForward(c.insertOne({ _id: 'n', n: 0 }))
+    const writes = [settle(c.updateOne({ _id: 'n' }, { $inc: { n: 1 } })), settle(c.updateOne({ _id: 'p' }, { $set: { a: NaN } }, { upsert: true })), settle(c.updateOne({ _id: 'q' }, { $set: { b: 1 } }, { upsert: true }))]
+    const results = outcomes((await fastForward(Promise.all(writes))).value as Array<Awaited<ReturnType<typeof settle>>>)
+    expect(results[0]).toMatch(/unknown$/)
+    expect(results[1]).toBe(`${ErrorCodes.BATCH_FAILED}/unknown`)
+    expect(results[2]).toBe('ok')
+    expect(fake.docs('c').map(d => d._id).sort()).toEqual(['n', 'q'])
+    expect(fake.calls.slice(1).filter(call => call.ids.includes('n'))).toHaveLength(1) // (after the setup insert) the $inc went once: the first attempt, never resent
+  })
+})
