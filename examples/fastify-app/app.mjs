@@ -33,6 +33,12 @@ export async function buildApp ({
     // Fastify's defaults strip unknown keys and coerce types; refuse them instead.
     ajv: { customOptions: { removeAdditional: false, coerceTypes: false } },
   })
+  // close() waits for every connection. One whose request is in flight when close() starts (a
+  // browser's, fetch's) would stay open after its response for keepAliveTimeout (72 s), and
+  // the shutdown would time out: from close() on, every response closes its connection.
+  let closing = false
+  app.addHook('preClose', async () => { closing = true })
+  app.addHook('onSend', async (request, reply) => { if (closing) reply.header('connection', 'close') })
   boundJsonDepth(app) // a deeply nested body is a 400, not a stack overflow
   hideInternalErrors(app)
   try {

@@ -1,4 +1,5 @@
 // Entry point: `npm start` (or `node examples/fastify-app/server.mjs` with MONGODB_URI set).
+import { constants } from 'node:os'
 import { buildApp } from './app.mjs'
 
 const {
@@ -19,11 +20,18 @@ const app = await buildApp({
 })
 
 // Graceful shutdown: stop accepting requests, let in-flight ones finish, drain the
-// write buffer, close the MongoClient, exit 0 — within SHUTDOWN_MS (below the usual 30 s
-// an orchestrator waits before SIGKILL), else exit 1. A second signal kills the process.
+// write buffer, close the MongoClient, log "drained", exit 0 — within SHUTDOWN_MS (below the
+// usual 30 s an orchestrator waits before SIGKILL), else exit 1. A second signal (Ctrl-C
+// again) exits at once without draining, with 128 + its number, as if it had killed us.
 const SHUTDOWN_MS = 25_000
+let shuttingDown = false
 for (const signal of ['SIGINT', 'SIGTERM']) {
-  process.once(signal, async () => {
+  process.on(signal, async () => {
+    if (shuttingDown) {
+      app.log.warn({ signal }, 'second signal: exiting without draining')
+      process.exit(128 + constants.signals[signal])
+    }
+    shuttingDown = true
     app.log.info({ signal }, 'shutting down')
     setTimeout(() => {
       app.log.error({ ms: SHUTDOWN_MS }, 'shutdown took too long')
@@ -31,6 +39,7 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
     }, SHUTDOWN_MS).unref()
     try {
       await app.close()
+      app.log.info('drained')
       process.exit(0)
     } catch (err) {
       app.log.error({ err }, 'shutdown failed')
