@@ -212,16 +212,25 @@ export function buildInsert (doc: unknown, options: WriteOptions | undefined, pk
     }
   }
   if (bytes >= 0 && ownId) bytes += GENERATED_ID_BYTES
-  if (bytes < 0 || bytes > EXACT_ABOVE) bytes = sizeOf('document', doc)
-  checkLimit('document', bytes) // estimated under 4 MiB, exact above: the document is the statement
   // a generated _id's target is computed only if ever needed; a caller's _id is checked now
   let target: string | null = null
-  if (!ownId) {
-    try {
-      target = targetOfId(doc._id)
-    } catch (err) {
-      throw new InvalidWriteError(`_id cannot be serialized to BSON (${(err as Error).message}): ${describe(doc._id)}`)
+  try {
+    if (bytes < 0 || bytes > EXACT_ABOVE) bytes = sizeOf('document', doc)
+    checkLimit('document', bytes) // estimated under 4 MiB, exact above: the document is the statement
+    if (!ownId) {
+      try {
+        target = targetOfId(doc._id)
+      } catch (err) {
+        throw new InvalidWriteError(`_id cannot be serialized to BSON (${(err as Error).message}): ${describe(doc._id)}`)
+      }
     }
+  } catch (err) {
+    // refused: the caller's document is left as it was given, without the _id given to it above
+    if (generate) {
+      if (id === undefined) delete doc._id
+      else doc._id = id
+    }
+    throw err
   }
   return new WriteOp(INSERT, { insertOne: { document: doc } }, target, bytes, doc._id, ownId)
 }

@@ -127,6 +127,18 @@ describe('3. the 16 MiB limit is the driver\'s: statements of 16 MiB or more are
     expect(fake.calls.flatMap(call => call.ids)).toEqual([ok._id, expect.any(ObjectId)])
   })
 
+  it('a document refused for its size is left as it was given: no _id written into it (review, issue 42 item 6)', HEAVY, async () => {
+    const { c } = harness()
+    const over = docOfSize(LIMIT + 1)
+    delete over._id // with the _id the buffer would generate, it is 16 MiB + 1 again
+    const nulled = { ...over, _id: null }
+    const s = await Promise.all([c.insertOne(over), c.insertOne(nulled)].map(settle))
+    expectInvalid(s[0] as never, /over the 16 MiB BSON document limit/)
+    expectInvalid(s[1] as never, /over the 16 MiB BSON document limit/)
+    expect('_id' in over).toBe(false)
+    expect(nulled._id).toBeNull()
+  })
+
   it('update: the { q, u, upsert } statement is measured, not its parts', HEAVY, async () => {
     const { fake, c } = harness({ lingerMs: 5 })
     const exact = updateOfStatementSize(LIMIT)
