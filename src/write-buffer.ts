@@ -111,7 +111,7 @@ export class WriteBuffer {
     }
     this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() }, timedOut)
     const driverRetries = new DriverRetries(db)
-    this.#liveness = new ServerLiveness(typeof db.command === 'function' ? () => db.command({ ping: 1 }) : undefined)
+    this.#liveness = new ServerLiveness(typeof db.command === 'function' ? timeoutMS => db.command({ ping: 1 }, { timeoutMS }) : undefined)
     this.#tracing = new Tracing(db.databaseName, o.tracerProvider as TracerProvider | undefined)
     const sender = this.#sender = new Sender(o, settler, this.#retries, driverRetries, new ServerIdentity(db), this.#liveness, this.#tracing,
       WriteCommand.for(db, o.writeConcern, o.maxTimeMS))

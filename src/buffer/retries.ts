@@ -50,6 +50,8 @@ export class Retries {
   readonly #fences = new Set<Batch>()
   /** a fence started (`true`) or ended: the read cache keeps no answer meanwhile (cache/fences.ts) */
   onFence: ((batch: Batch, started: boolean) => void) | undefined
+  /** per batch waiting for its fence's proof: the timer that tells its writes their deadline passed (#watchDeadlines) */
+  readonly #deadlineTimers = new Map<Batch, NodeJS.Timeout>()
 
   constructor (
     readonly policy: BackoffPolicy,
@@ -105,21 +107,33 @@ export class Retries {
   }
 
   #watchDeadlines (batch: Batch): void {
+    this.#unwatch(batch)
     let earliest = 0
     for (const op of batch.ops) {
       if (op.state === IN_FLIGHT && op.deadline > 0 && (earliest === 0 || op.deadline < earliest)) earliest = op.deadline
     }
     if (earliest === 0) return
     const timer = setTimeout(() => {
+      this.#deadlineTimers.delete(batch)
       if (!this.#backingOff.has(batch) || batch.retryTimer !== null) return // released, or its wait is timed now
       const now = Date.now()
       for (const op of batch.ops) if (op.state === IN_FLIGHT && op.deadline > 0 && op.deadline <= now) this.timedOut(op)
       this.#watchDeadlines(batch)
     }, Math.max(0, earliest - Date.now()))
     if (this.#stopped) timer.unref()
+    this.#deadlineTimers.set(batch, timer)
+  }
+
+  /** Its wait is timed now, or over: nothing to watch. */
+  #unwatch (batch: Batch): void {
+    const timer = this.#deadlineTimers.get(batch)
+    if (timer === undefined) return
+    clearTimeout(timer)
+    this.#deadlineTimers.delete(batch)
   }
 
   #arm (batch: Batch, until: number): void {
+    this.#unwatch(batch)
     batch.retryTimer = setTimeout(() => {
       this.#backingOff.delete(batch)
       batch.retryTimer = null
@@ -142,6 +156,7 @@ export class Retries {
     for (const batch of batches) {
       if (batch.retryTimer !== null) clearTimeout(batch.retryTimer)
       batch.retryTimer = null
+      this.#unwatch(batch)
       batch.queue.abandonWait(batch)
       this.#fenceEnded(batch)
     }

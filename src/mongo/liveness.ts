@@ -12,6 +12,9 @@
  * One probe at a time per buffer, shared by every fence waiting for it: a ping, repeated
  * after `retryMs` until one sent at or after the moment asked about is answered.
  */
+/** How long one ping may go unanswered before another is sent. */
+export const PING_TIMEOUT_MS = 2_000
+
 export class ServerLiveness {
   /** when the latest answered ping was sent, and when its answer came */
   #sentAt = -Infinity
@@ -20,8 +23,13 @@ export class ServerLiveness {
   #stopped = false
   #pause: { timer: NodeJS.Timeout, done: () => void } | null = null
 
-  /** `ping` undefined: the Db cannot run commands (a stand-in), and fences end by their time alone. */
-  constructor (readonly ping: (() => Promise<unknown>) | undefined, readonly retryMs = 100) {}
+  /**
+   * `ping` undefined: the Db cannot run commands (a stand-in), and fences end by their time alone.
+   * A ping unanswered after `timeoutMs` counts as failed and another is sent: one stuck on a
+   * connection that will never answer (a peer gone silent keeps its TCP connection: PITFALLS 18)
+   * must not hold every fence for good. `ping` is given the same limit, to give its connection up.
+   */
+  constructor (readonly ping: ((timeoutMs: number) => Promise<unknown>) | undefined, readonly retryMs = 100, readonly timeoutMs = PING_TIMEOUT_MS) {}
 
   /** Date.now() of the first answer to a ping sent at or after `since` (now, once stopped). */
   async replyAfter (since: number): Promise<number> {
@@ -44,8 +52,14 @@ export class ServerLiveness {
 
   async #pingOnce (): Promise<void> {
     const sentAt = Date.now()
+    let timer: NodeJS.Timeout | undefined
     try {
-      await (this.ping as () => Promise<unknown>)()
+      const unanswered = new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => { reject(new Error(`ping unanswered after ${this.timeoutMs} ms`)) }, this.timeoutMs)
+      })
+      const ping = (this.ping as (timeoutMs: number) => Promise<unknown>)(this.timeoutMs)
+      ping.catch(() => {}) // abandoned when unanswered in time
+      await Promise.race([ping, unanswered])
       if (sentAt > this.#sentAt) {
         this.#sentAt = sentAt
         this.#repliedAt = Date.now()
@@ -56,6 +70,8 @@ export class ServerLiveness {
         const done = (): void => { this.#pause = null; resolve() }
         this.#pause = { timer: setTimeout(done, this.retryMs), done }
       })
+    } finally {
+      clearTimeout(timer)
     }
   }
 }

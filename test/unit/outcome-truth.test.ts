@@ -398,6 +398,13 @@ describe('a server that takes fewer writes per command than its hello says (Docu
   })
 })
 
+/** The writes' settled results, the fake clock moved on until they are all in. */
+async function forwarded<T> (writes: Array<Promise<T>>): Promise<T[]> {
+  const r = await fastForward(Promise.all(writes))
+  if (r.status !== 'fulfilled') throw r.reason
+  return r.value
+}
+
 describe('a poison the server closes the connection on (FerretDB 1.24 on NaN: PITFALLS 21)', () => {
   /** Closes the connection on a command carrying a document with NaN, as FerretDB 1.24 does; applies the others. */
   const dropsNaN: Responder = (call, db) => {
@@ -413,7 +420,7 @@ describe('a poison the server closes the connection on (FerretDB 1.24 on NaN: PI
       fake.server = 'ferretdb'
       fake.fallback = dropsNaN
       const writes = Array.from({ length: n }, (_, i) => settle(c.insertOne(i === n - 1 ? { i, a: NaN } : { i })))
-      const results = outcomes((await fastForward(Promise.all(writes))).value as Array<Awaited<ReturnType<typeof settle>>>)
+      const results = outcomes(await forwarded(writes))
       expect(results.slice(0, n - 1).every(r => r === 'ok')).toBe(true)
       expect(results[n - 1]).toBe(`${ErrorCodes.BATCH_FAILED}/unknown`)
       expect(fake.docs('c')).toHaveLength(n - 1)
@@ -430,7 +437,7 @@ describe('a poison the server closes the connection on (FerretDB 1.24 on NaN: PI
     fake.fallback = dropsNaN
     await fastForward(c.insertOne({ _id: 'n', n: 0 }))
     const writes = [settle(c.updateOne({ _id: 'n' }, { $inc: { n: 1 } })), settle(c.updateOne({ _id: 'p' }, { $set: { a: NaN } }, { upsert: true })), settle(c.updateOne({ _id: 'q' }, { $set: { b: 1 } }, { upsert: true }))]
-    const results = outcomes((await fastForward(Promise.all(writes))).value as Array<Awaited<ReturnType<typeof settle>>>)
+    const results = outcomes(await forwarded(writes))
     expect(results[0]).toMatch(/unknown$/)
     expect(results[1]).toBe(`${ErrorCodes.BATCH_FAILED}/unknown`)
     expect(results[2]).toBe('ok')

@@ -3,6 +3,9 @@ import { ObjectId } from 'mongodb'
 import { ErrorCodes, WriteRejectedError } from '../../src/index.js'
 import { networkError, rejectWith, serverSelectionError, settle } from './fake-db.js'
 import { fastForward, harness, useFakeClock } from './harness.js'
+import { Batch } from '../../src/buffer/batch.js'
+import { Retries } from '../../src/buffer/retries.js'
+import { buildInsert } from '../../src/write/build-op.js'
 
 function reasonOf (s: Awaited<ReturnType<typeof settle>> | undefined): Error & Record<string, unknown> {
   if (s?.status !== 'rejected') throw new Error(`expected a rejection, got ${JSON.stringify(s)}`)
@@ -123,5 +126,27 @@ describe('retries after a transient failure of the whole bulkWrite', () => {
     const s = await settle(c.insertOne({ a: 1 }, { timeoutMs: 500 }))
     expect(reasonOf(s)).toMatchObject({ code: ErrorCodes.BATCH_FAILED, outcome: 'not-sent', attempts: 1 })
     expect(fake.calls).toHaveLength(1)
+  })
+})
+
+describe('Retries keeps no timer of a wait it gave up (review, issue 42 item 6)', () => {
+  it('a batch waiting for its fence\'s proof (a server that never answers) with a write deadline: removeAll() (close) clears the deadline watch too', () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
+    try {
+      const queue = { name: 'c', holdForRetry: () => {}, endRetryWait: () => {}, abandonWait: () => {} }
+      const op = buildInsert({ a: 1 }, undefined)
+      op.enqueue()
+      op.send()
+      op.deadline = Date.now() + 60_000
+      const retries = new Retries({ baseDelayMs: 1, maxDelayMs: 10 }, () => {})
+      const never = new Promise<number>(() => {})
+      retries.schedule(new Batch(queue as never, [op], false), { until: Date.now() + 10, proof: never, windowMs: 10 })
+      expect(vi.getTimerCount()).toBe(1) // the deadline watch (the wait itself is timed only once the proof comes)
+      retries.removeAll()
+      retries.stop()
+      expect(vi.getTimerCount()).toBe(0) // before: the watch stayed, ref'd, until the write's deadline (60 s after close)
+    } finally {
+      vi.useRealTimers()
+    }
   })
 })
