@@ -1,5 +1,5 @@
 import { setImmediate as turnEnd } from 'node:timers/promises'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import type { Db } from 'mongodb'
 import { WriteBuffer, type WriteBufferOptions } from '../../src/index.js'
 
@@ -269,19 +269,29 @@ describe('dispatch (adaptive, lingerMs 0)', () => {
 
 describe('dispatch (lingerMs > 0)', () => {
   it('holds writes up to lingerMs for company, then sends them together', async () => {
-    const { db, calls } = sink()
-    const c = buffer(db, { lingerMs: 40 }).collection('c')
-    const t0 = performance.now()
-    const writes = [c.insertOne({ i: 0 })]
-    await turnEnd()
-    await new Promise(resolve => setTimeout(resolve, 10))
-    writes.push(c.insertOne({ i: 1 }))
-    expect(calls).toHaveLength(0)
-    while (calls.length === 0) await new Promise(resolve => setTimeout(resolve, 2))
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(35)
-    expect(calls.map(x => x.ops)).toEqual([2])
-    calls[0]?.answer()
-    await Promise.all(writes)
+    // the linger on a fake clock: on a loaded machine a real 10 ms sleep outlasted the 40 ms
+    // linger, and the first write had gone alone before the second came
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date', 'performance'] })
+    try {
+      const { db, calls } = sink()
+      const c = buffer(db, { lingerMs: 40 }).collection('c')
+      const t0 = performance.now()
+      const writes = [c.insertOne({ i: 0 })]
+      await turnEnd()
+      await vi.advanceTimersByTimeAsync(10)
+      writes.push(c.insertOne({ i: 1 }))
+      expect(calls).toHaveLength(0)
+      while (calls.length === 0) {
+        await vi.advanceTimersByTimeAsync(2)
+        await turnEnd()
+      }
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(35)
+      expect(calls.map(x => x.ops)).toEqual([2])
+      calls[0]?.answer()
+      await Promise.all(writes)
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('a full batch does not wait for the linger', async () => {
