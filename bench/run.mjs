@@ -1,5 +1,5 @@
 // fastify-write-buffer benchmark (issue 4). Usage:
-//   MONGODB_URI=mongodb://… node bench/run.mjs [--quick] [--out <dir>]
+//   MONGODB_URI=mongodb://… node bench/run.mjs [--quick] [--out <dir>] [--suites apiPath,http]
 // (`npm run bench` builds and provides MONGODB_URI.) Prints Markdown on stdout, progress on
 // stderr, and writes <out>/latest.json and <out>/latest.svg (default out: bench/results).
 import { spawn } from 'node:child_process'
@@ -37,6 +37,9 @@ const { values: args } = parseArgs({
     // run defaults to the core before its restructuring, --quick measures none
     baseline: { type: 'string' },
     out: { type: 'string', default: fileURLToPath(new URL('./results', import.meta.url)) },
+    // a comma-separated subset of the suites (their keys below, e.g. apiPath,http): the engine
+    // comparison runs the API-path and HTTP rows on each engine (README, "On a replica set")
+    suites: { type: 'string' },
   },
 })
 const uri = process.env.MONGODB_URI
@@ -65,7 +68,15 @@ const settings = args.quick
   // quick: a smoke run (test/bench.test.ts): every suite and row once, windows of 1 s; its numbers are not quoted anywhere
   ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 1, loginDurationS: 1, curveDurationS: 1, curveRounds: 2, accountRounds: 1, hotPathOps: 20_000, hotPathPasses: 1, cacheScaleOps: 300, cacheBusTrials: 50, scaleWrites: 10_000, scaleCacheReads: 500, scaleCacheWrites: 10_000, apiPathWrites: 5_000, apiPathRounds: 1 }
   : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, jitWarmS: 4, loginDurationS: 10, curveDurationS: 5, curveRounds: 2, accountRounds: 2, hotPathOps: 200_000, hotPathPasses: 3, cacheScaleOps: 2_000, cacheBusTrials: 500, apiPathWrites: 60_000, apiPathRounds: 6 }
-const SUITES = { raw: rawSuite, overhead: overheadSuite, apiPath: apiPathSuite, http: httpSuite, cpuAccount: cpuAccountSuite, loadCurve: loadCurveSuite, login: loginSuite, loginDetached: loginDetachedSuite, coalescing: coalescingSuite, cacheScale: cacheScaleSuite, cacheBus: cacheBusSuite, hotPath: hotPathSuite, scaleDispatch: scaleDispatchSuite, scaleCache: scaleCacheSuite }
+const ALL_SUITES = { raw: rawSuite, overhead: overheadSuite, apiPath: apiPathSuite, http: httpSuite, cpuAccount: cpuAccountSuite, loadCurve: loadCurveSuite, login: loginSuite, loginDetached: loginDetachedSuite, coalescing: coalescingSuite, cacheScale: cacheScaleSuite, cacheBus: cacheBusSuite, hotPath: hotPathSuite, scaleDispatch: scaleDispatchSuite, scaleCache: scaleCacheSuite }
+const wanted = args.suites?.split(',').map(s => s.trim()).filter(s => s !== '')
+for (const key of wanted ?? []) {
+  if (!(key in ALL_SUITES)) {
+    console.error(`--suites: no suite "${key}" (the suites: ${Object.keys(ALL_SUITES).join(', ')})`)
+    process.exit(2)
+  }
+}
+const SUITES = wanted === undefined ? ALL_SUITES : Object.fromEntries(Object.entries(ALL_SUITES).filter(([key]) => wanted.includes(key)))
 
 const started = performance.now()
 const report = { mode, startedAt: new Date().toISOString(), durationMs: 0, machine: await machineInfo(uri), suites: {}, targets: [] }
@@ -78,7 +89,7 @@ for (const [key, suite] of Object.entries(SUITES)) {
   for (const m of report.suites[key].mismatches ?? []) console.error(`\n!!!!! MISMATCH in ${key}: ${m} !!!!!\n`)
 }
 report.durationMs = Math.round(performance.now() - started)
-report.targets = evaluateTargets(report.suites)
+report.targets = wanted === undefined ? evaluateTargets(report.suites) : [] // the targets read every suite
 
 const heading = `fastify-write-buffer bench · ${mode} · ${report.startedAt.slice(0, 16).replace('T', ' ')} UTC · ` +
   `${report.machine.cpus} cores · Node ${report.machine.node} · ${report.machine.server.source} ${report.machine.server.version}`
