@@ -44,8 +44,8 @@ export interface BusStats {
   dropped: number
   /** times the subscription was lost, or the heartbeat stopped coming back, after it had been up */
   outages: number
-  /** the liveness heartbeat (heartbeat.ts): sent and received, its interval, its worst detection time */
-  heartbeats: { sent: number, received: number, intervalMs: number, detectionMs: number }
+  /** the liveness heartbeat (heartbeat.ts): sent and received, its interval, its worst detection time, the latest one's round trip */
+  heartbeats: { sent: number, received: number, intervalMs: number, detectionMs: number, echoMs: number | undefined }
 }
 
 /** At most one warning per this long for malformed messages (a flood must not flood the log). */
@@ -66,8 +66,9 @@ interface RedisModule { Redis?: RedisConstructor, default?: RedisConstructor }
  *
  * Own messages are recognised by the instance id they carry and ignored: the writes were
  * applied to this cache when they were queued. A heartbeat (heartbeat.ts) on a channel of
- * this instance's own checks the whole loop: when it stops coming back (Redis frozen, a
- * partition) the bus counts as offline, as when the subscription is lost.
+ * this instance's own checks the whole loop: when one does not come back within its deadline
+ * (Redis frozen, a partition, a bus too slow) the bus counts as offline, as when the
+ * subscription is lost.
  */
 export class CacheBus {
   readonly instanceId = randomUUID()
@@ -89,7 +90,6 @@ export class CacheBus {
   #stats = { published: 0, received: 0, dropped: 0, outages: 0 }
   readonly #heartbeatChannel: string
   readonly #heartbeat: Heartbeat
-  static readonly #BEAT = Buffer.from('hb')
 
   /** writes told `unknown` this turn, by collection (publishUncertain) */
   readonly #uncertain = new Map<string, WriteOp[]>()
@@ -100,9 +100,12 @@ export class CacheBus {
     this.#listener = listener
     this.#heartbeatChannel = `${options.channel}:heartbeat:${this.instanceId}`
     this.#heartbeat = new Heartbeat(options.offlineTtlMs, {
-      send: () => {
+      send: sentAt => {
         const pub = this.#pub
-        if (pub?.status === 'ready') pub.publish(this.#heartbeatChannel, CacheBus.#BEAT).catch(() => { /* a beat not coming back says it */ })
+        if (pub?.status !== 'ready') return
+        const beat = Buffer.allocUnsafe(8)
+        beat.writeDoubleLE(sentAt)
+        pub.publish(this.#heartbeatChannel, beat).catch(() => { /* a beat not coming back says it */ })
       },
       stale: () => { this.#stale() },
       fresh: () => { this.#fresh() },
@@ -126,7 +129,7 @@ export class CacheBus {
   get online (): boolean { return this.#online }
 
   stats (): BusStats {
-    return { online: this.#online, ...this.#stats, heartbeats: { sent: this.#heartbeat.sent, received: this.#heartbeat.received, intervalMs: this.#heartbeat.intervalMs, detectionMs: this.#heartbeat.detectionMs } }
+    return { online: this.#online, ...this.#stats, heartbeats: { sent: this.#heartbeat.sent, received: this.#heartbeat.received, intervalMs: this.#heartbeat.intervalMs, detectionMs: this.#heartbeat.detectionMs, echoMs: this.#heartbeat.echoMs } }
   }
 
   /** A write told `unknown` (it may be applied): announced with those of its collection told so this turn, as one batch (close() sends what is gathered). */
@@ -237,13 +240,13 @@ export class CacheBus {
     this.#down(undefined)
   }
 
-  /** Our heartbeat stopped coming back while subscribed: offline until it does. */
+  /** Our heartbeat stopped coming back in time while subscribed (Redis frozen, a partition, a slow bus): offline until one does. */
   #stale (): void {
     if (!this.#online || this.#closed) return
     this.#online = false
     this.#stats.outages++
     this.#listener.offline()
-    this.#down(new Error(`no heartbeat back from Redis for ${this.#heartbeat.deadlineMs} ms (frozen, or a network partition)`))
+    this.#down(new Error(`a heartbeat not back from Redis within ${this.#heartbeat.deadlineMs} ms (frozen, a network partition, or too slow)`))
   }
 
   /** The heartbeat is back and the subscription never went away: online again (the cache drops what it had). */
@@ -268,7 +271,8 @@ export class CacheBus {
     if (this.#closed) return
     const name = channel.toString()
     if (name === this.#heartbeatChannel) {
-      this.#heartbeat.beat()
+      // when it was sent (performance.now() of this process): how prompt the whole loop is
+      if (bytes.byteLength === 8) this.#heartbeat.beat(bytes.readDoubleLE(0))
       return
     }
     if (name !== this.#options.channel) return

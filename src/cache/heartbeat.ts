@@ -1,31 +1,40 @@
 /**
  * The cache bus's liveness check, end to end: every `intervalMs` the instance publishes a tiny
- * message on a channel of its own (on the publisher connection) and expects it back on its
- * subscriber connection. When none has come back for `deadlineMs` (2 intervals) the bus is
- * stale — a frozen Redis, a stalled subscriber, a partition that never closes the socket all
- * look the same — and the cache applies its offline rule until one comes back.
+ * message on a channel of its own (on the publisher connection), carrying when it was sent, and
+ * expects it back on its subscriber connection within `deadlineMs` (2 intervals). A beat that has
+ * not come back by then makes the bus stale — a frozen Redis, a stalled subscriber, a partition
+ * that never closes the socket, and also a bus that is merely slow: beats that keep coming back
+ * late prove Redis alive, not that another instance's message arrives in time (PITFALLS 23) —
+ * and the cache applies its offline rule until a beat comes back within the deadline.
  *
- * The interval follows `offlineTtlMs`: offlineTtlMs / 5, within 50…100 ms. A freeze is noticed
- * within deadline + interval = 3 intervals (150 ms with offlineTtlMs 0, 300 ms from
- * offlineTtlMs 500 on), plus any time the event loop was blocked. A tick that runs late (the
- * event loop was blocked: replies may be waiting in the socket) gives no verdict. Cost: one
- * publish and one delivery of a few bytes per interval per instance (10–20 messages a second),
- * on a channel no other instance listens to.
+ * The interval follows `offlineTtlMs`: offlineTtlMs / 5, within 50…100 ms. A freeze, or a bus
+ * turning slow, is noticed within deadline + interval = 3 intervals (150 ms with offlineTtlMs 0,
+ * 300 ms from offlineTtlMs 500 on): the first beat sent after it is judged two ticks later, plus
+ * any time the event loop was blocked. A tick that runs late (the event loop was blocked: replies
+ * may be waiting in the socket) gives no verdict. Cost: one publish and one delivery of a few bytes
+ * per interval per instance (10–20 messages a second), on a channel no other instance listens to.
  */
 export class Heartbeat {
   readonly intervalMs: number
   readonly deadlineMs: number
   #timer: NodeJS.Timeout | undefined
-  /** performance.now() of the last beat received (or of arming) */
-  #lastBeat = 0
+  /** performance.now() of the beats sent at the last two ticks, the older first: the older one is judged at the next tick */
+  #sentAt = [-Infinity, -Infinity]
+  /** when the latest beat that came back was sent */
+  #echoed = -Infinity
+  /** when the subscription was confirmed: beats sent before may have reached Redis before it and never come back */
+  #armedAt = Infinity
   /** when the next tick is due */
   #due = 0
   #armed = false
   #stale = false
   sent = 0
   received = 0
+  /** the round trip of the latest beat back (ms) */
+  echoMs: number | undefined
 
-  constructor (offlineTtlMs: number, readonly on: { send: () => void, stale: () => void, fresh: () => void }) {
+  /** `send(sentAt)`: publish a beat carrying `sentAt`, handed back to `beat()` when it arrives */
+  constructor (offlineTtlMs: number, readonly on: { send: (sentAt: number) => void, stale: () => void, fresh: () => void }) {
     this.intervalMs = Math.min(100, Math.max(50, Math.round(offlineTtlMs / 5)))
     this.deadlineMs = 2 * this.intervalMs
   }
@@ -52,7 +61,7 @@ export class Heartbeat {
   arm (): void {
     this.#armed = true
     this.#stale = false
-    this.#lastBeat = performance.now()
+    this.#armedAt = performance.now()
   }
 
   /** The subscription is lost: the bus is offline anyway, no verdict until it is back. */
@@ -61,11 +70,13 @@ export class Heartbeat {
     this.#stale = false
   }
 
-  /** One of our beats came back. */
-  beat (): void {
+  /** One of our beats came back: the one sent at `sentAt` (by default the last one sent). Only one back within the deadline makes a stale bus fresh. */
+  beat (sentAt = this.#sentAt[1] as number): void {
     this.received++
-    this.#lastBeat = performance.now()
-    if (this.#stale && this.#armed) {
+    const now = performance.now()
+    this.echoMs = now - sentAt
+    if (sentAt > this.#echoed) this.#echoed = sentAt
+    if (this.#stale && this.#armed && sentAt >= this.#armedAt && this.echoMs <= this.deadlineMs) {
       this.#stale = false
       this.on.fresh()
     }
@@ -75,9 +86,13 @@ export class Heartbeat {
     const now = performance.now()
     const late = now - this.#due > this.intervalMs
     this.#due = now + this.intervalMs
+    // sent two ticks ago (at least the deadline ago): back by now, or the bus is not prompt
+    const judged = this.#sentAt[0] as number
+    this.#sentAt[0] = this.#sentAt[1] as number
+    this.#sentAt[1] = now
     this.sent++
-    this.on.send()
-    if (this.#armed && !this.#stale && !late && now - this.#lastBeat > this.deadlineMs) {
+    this.on.send(now)
+    if (this.#armed && !this.#stale && !late && judged >= this.#armedAt && this.#echoed < judged) {
       this.#stale = true
       this.on.stale()
     }
