@@ -66,6 +66,8 @@ interface Flight {
   mark: ReadMark
   /** no write noted since the read was sent could change its answer: a joiner may take it */
   clean: boolean
+  /** the noted writes' sequence when the flight began: a reader that came no earlier may take its answer, clean or not */
+  firstSeq: number
   /** other instances' batches announced while it runs: they may race it */
   remote: Footprint[]
   /** the bus epoch when the read was sent (the subscription went down or up since: not cached) */
@@ -182,7 +184,11 @@ export class ReadCache {
       throw new InvalidWriteError(`filter must be a plain object, got ${describe(filter)}`)
     }
     // strings as the driver sends them: '\uD800' and '\uFFFD' are one value on the server
-    const f = wellFormed(filter as Filter)
+    return this.#findOne(collection, name, wellFormed(filter as Filter), options, this.#noted.seq)
+  }
+
+  /** `since`: the noted writes' sequence when the caller asked (the writes before it are the ones its answer must show). */
+  async #findOne (collection: Collection, name: string, f: Filter, options: FindOptions | undefined, since: number): Promise<Document | null> {
     // from here on the collection's writes are indexed, and the ones listed before any read asked
     // are indexed now (past INDEX_AT_WATCH of them, this read and the next wait for them all)
     const backlog = this.#noted.watch(name, this.#sendNow)
@@ -204,18 +210,21 @@ export class ReadCache {
     }
     const flight = this.#flights.get(key)
     if (flight !== undefined) {
-      // Join the read in progress; take its answer only if it would be cached, i.e. no write
-      // noted since it was sent (before or after we joined) could change it.
+      // Join the read in progress. Its answer shows the writes noted before it began (it waits
+      // for them), as its own caller is told; a write noted between its start and our call may
+      // be one we must see: then take it only if no write noted since it was sent could change
+      // it. Otherwise ask again: any read in progress by then began after our call, so this
+      // happens at most once per call (`since` stays ours).
       const bytes = await flight.promise
-      if (flight.clean) {
+      if (flight.clean || flight.firstSeq >= since) {
         this.#stats.dedupes++
         return decode(bytes)
       }
-      return this.findOne(collection, name, f, options)
+      return this.#findOne(collection, name, f, options, since)
     }
     this.#stats.misses++
     const own: Flight = {
-      key, name, projected: projection !== undefined, idKnown: projection === undefined || showsId(projection), mark: { startSeq: 0, settleMark: 0 }, clean: false, remote: [], busEpoch: 0, readAt: 0, promise: null as unknown as Promise<Uint8Array | null>,
+      key, name, projected: projection !== undefined, idKnown: projection === undefined || showsId(projection), mark: { startSeq: 0, settleMark: 0 }, clean: false, firstSeq: this.#noted.seq, remote: [], busEpoch: 0, readAt: 0, promise: null as unknown as Promise<Uint8Array | null>,
     }
     // registered before the load starts: its `finally` must find it to remove it
     this.#flights.set(key, own)
