@@ -98,8 +98,23 @@ function insertMatches (filter: Document): boolean {
   return true
 }
 
-/** Coalesces `next` into `leader` (both queued, same target). Returns false and changes nothing if it cannot. */
+/**
+ * Coalesces `next` into `leader` (both queued, same target). Returns false and changes nothing if
+ * it cannot — also when reading an update throws (a caller's getter or Proxy trap armed after
+ * submit): the merged update is built aside and put in place only once whole, so a throw halfway
+ * leaves both writes as they were; the one to blame then goes alone and fails alone when the
+ * driver serializes it (send-check.ts). Before, a throw left half of `next` merged into `leader`
+ * and escaped into select(), whose next pass threw again: both writes never settled.
+ */
 export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
+  try {
+    return coalesceInto(leader, next)
+  } catch {
+    return false
+  }
+}
+
+function coalesceInto (leader: WriteOp, next: WriteOp): boolean {
   if (leader.kind !== UPDATE_ONE || next.kind !== UPDATE_ONE) return false
   const lb = leader.body
   const nb = next.body
@@ -140,14 +155,10 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
       if (op === '$addToSet' && elementsOf(fields[path]) === undefined) return false
     }
   }
-  // own copy the first time: the caller's update object is never mutated
-  let merged = leaderUpdate
-  if (leader.ownUpdate === null) {
-    merged = {}
-    for (const op in leaderUpdate) merged[op] = { ...(leaderUpdate[op] as Document) }
-    leader.ownUpdate = leaderUpdate
-    lb.update = merged
-  }
+  // a copy, put in place once whole: the caller's update object is never mutated, and a throw
+  // while reading `next` (a getter) leaves the leader's update as it was
+  const merged: Document = {}
+  for (const op in leaderUpdate) merged[op] = { ...(leaderUpdate[op] as Document) }
   for (const op in nextUpdate) {
     if (op === '$setOnInsert') continue
     const fields = nextUpdate[op] as Document
@@ -169,6 +180,8 @@ export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
       }
     }
   }
+  if (leader.ownUpdate === null) leader.ownUpdate = leaderUpdate
+  lb.update = merged
   const into = (leader.coalesced ??= [])
   into.push(next)
   next.merged = true

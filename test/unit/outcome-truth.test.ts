@@ -261,6 +261,24 @@ describe('a serializer failure raised by the caller\'s own code or value at send
     })
   }
 
+  it('a getter that throws while the buffer merges two updates of one document (review, issue 42 item 6): nothing of it is merged, nothing hangs — the merge is all or nothing, the write goes alone and fails alone at send time', async () => {
+    const { fake, c } = harness({ ...FAST, lingerMs: 20 }) // both gathered into one take
+    fake.fallback = serializing
+    fake.seed('c', { _id: 1, a: 0 })
+    const set: Document = { b: 1 } // and a getter `g`: fields created after `a`, so the two merge
+    const arm = (spoilers[0] as [string, (o: Document) => () => void, RegExp])[1](set)
+    const writes = Promise.all([settle(c.updateOne({ _id: 1 }, { $inc: { a: 1 } })), settle(c.updateOne({ _id: 1 }, { $set: set }))])
+    arm() // same tick: before the batch is picked and the second merged into the first
+    let timer: NodeJS.Timeout | undefined
+    const results = await Promise.race([writes, new Promise<'hung'>(resolve => { timer = setTimeout(resolve, 5_000, 'hung') })])
+    clearTimeout(timer)
+    expect(results, 'the writes never settled').not.toBe('hung')
+    const [inc, bad] = results as Array<Awaited<ReturnType<typeof settle>>>
+    expect(inc?.status).toBe('fulfilled')
+    expect(bad?.status === 'rejected' && bad.reason).toMatchObject({ code: ErrorCodes.INVALID_WRITE, outcome: 'not-sent' })
+    expect(fake.docs('c')).toEqual([{ _id: 1, a: 1 }]) // `b` was not merged into the $inc's update
+  })
+
   it('the same error with no write unsendable now (a bug of a wrapped Collection, say): the whole batch fails as before, outcome unknown', async () => {
     const { fake, c } = harness(FAST)
     fake.next(() => { throw new TypeError('not the serializer') })
