@@ -1,14 +1,14 @@
 /**
  * Collections with a write told `unknown` whose attempt may still be applied: the Sender's
  * fence after an ambiguous failure (buffer/retries.ts), until the attempt can no longer apply.
- * An answer read while such a fence stands, or begun before it ended, may be older than that
- * write (PITFALLS 9, 15): the read cache does not keep it.
+ * An answer read while such a fence stands may be older than that write (PITFALLS 9, 15): the
+ * read cache does not keep it; nor one read before a fence ended, which the read cache marks on
+ * its reads in progress when it ends (read-cache.ts#fenced), so nothing is kept per collection
+ * once its fences are gone.
  */
 export class Fences {
   /** fences standing, by collection */
   readonly #open = new Map<string, number>()
-  /** when its last fence ended (performance.now()), by collection */
-  readonly #endedAt = new Map<string, number>()
 
   start (name: string): void {
     this.#open.set(name, (this.#open.get(name) ?? 0) + 1)
@@ -18,12 +18,10 @@ export class Fences {
     const left = (this.#open.get(name) ?? 1) - 1
     if (left > 0) this.#open.set(name, left)
     else this.#open.delete(name)
-    this.#endedAt.set(name, performance.now())
   }
 
-  /** Whether an answer of `name` read at `readAt` (performance.now()) may be kept. */
-  allows (name: string, readAt: number): boolean {
-    if (this.#open.size === 0 && this.#endedAt.size === 0) return true
-    return !this.#open.has(name) && readAt > (this.#endedAt.get(name) ?? -Infinity)
+  /** Whether no fence stands in `name`. */
+  allows (name: string): boolean {
+    return this.#open.size === 0 || !this.#open.has(name)
   }
 }

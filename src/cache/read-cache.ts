@@ -74,6 +74,8 @@ interface Flight {
   busEpoch: number
   /** performance.now() when the read was sent */
   readAt: number
+  /** a fence of its collection ended since the read was sent: the answer may be older than the write fenced (fences.ts) */
+  fenceEnded: boolean
   promise: Promise<Uint8Array | null>
 }
 
@@ -144,7 +146,12 @@ export class ReadCache {
   /** Writes told `unknown` are fenced (`started`: their attempt may still land, fences.ts), or no longer: entries may be older than them, here and (bus, at its end) elsewhere. */
   fenced (name: string, ops: readonly WriteOp[], started: boolean): void {
     if (started) this.#fences.start(name)
-    else { this.#fences.end(name); this.#bus?.publishUnknown(name, ops) }
+    else {
+      this.#fences.end(name)
+      // a read sent before the end may hold the answer from before the attempt landed
+      for (const flight of this.#flightsByName.get(name) ?? []) flight.fenceEnded = true
+      this.#bus?.publishUnknown(name, ops)
+    }
     this.#effects.invalidateAll(name)
   }
 
@@ -177,6 +184,11 @@ export class ReadCache {
     if (this.#trusted) return true
     const offlineTtlMs = this.#options.bus?.offlineTtlMs ?? 0
     return offlineTtlMs > 0 && performance.now() - readAt < offlineTtlMs
+  }
+
+  /** No fence of its collection stands, nor ended, since the flight's read was sent. */
+  #unfenced (flight: Flight): boolean {
+    return this.#fences.allows(flight.name) && !flight.fenceEnded
   }
 
   async findOne (collection: Collection, name: string, filter: unknown, options?: FindOptions): Promise<Document | null> {
@@ -224,7 +236,7 @@ export class ReadCache {
     }
     this.#stats.misses++
     const own: Flight = {
-      key, name, projected: projection !== undefined, idKnown: projection === undefined || showsId(projection), mark: { startSeq: 0, settleMark: 0 }, clean: false, firstSeq: this.#noted.seq, remote: [], busEpoch: 0, readAt: 0, promise: null as unknown as Promise<Uint8Array | null>,
+      key, name, projected: projection !== undefined, idKnown: projection === undefined || showsId(projection), mark: { startSeq: 0, settleMark: 0 }, clean: false, firstSeq: this.#noted.seq, remote: [], busEpoch: 0, readAt: 0, fenceEnded: false, promise: null as unknown as Promise<Uint8Array | null>,
     }
     // registered before the load starts: its `finally` must find it to remove it
     this.#flights.set(key, own)
@@ -246,6 +258,7 @@ export class ReadCache {
         const before = this.#noted.toTarget(name, filter)
         if (before.length > 0) await this.#noted.settled(before, this.#sendNow)
         flight.remote = []
+        flight.fenceEnded = false
         flight.busEpoch = this.#busEpoch
         flight.readAt = performance.now()
         bytes = await collection.findOne<Uint8Array>(filter, { ...options, raw: true })
@@ -263,7 +276,7 @@ export class ReadCache {
       }
       // cache only if no write noted since the read was sent could have changed the answer,
       // here or (cache bus) in another instance, and the bus said nothing was missed meanwhile
-      if (flight.clean && flight.busEpoch === this.#busEpoch && !raced(flight.remote, answer) && this.#servable(flight.readAt) && this.#fences.allows(name, flight.readAt)) {
+      if (flight.clean && flight.busEpoch === this.#busEpoch && !raced(flight.remote, answer) && this.#servable(flight.readAt) && this.#unfenced(flight)) {
         const doc = answer.found ? answer.doc() : null
         const ttlMs = bytes === null ? this.#options.negativeTtlMs : this.#options.ttlMs
         if (ttlMs > 0) this.#store.put(flight.key, name, filter, flight.projected, bytes, doc, ttlMs, flight.readAt, flight.idKnown)
@@ -272,7 +285,9 @@ export class ReadCache {
     } finally {
       this.#noted.end(flight)
       if (this.#flights.get(flight.key) === flight) this.#flights.delete(flight.key)
-      this.#flightsByName.get(name)?.delete(flight)
+      // a collection with no read in progress keeps no set: names may be many (a collection per tenant)
+      const byName = this.#flightsByName.get(name)
+      if (byName !== undefined && byName.delete(flight) && byName.size === 0) this.#flightsByName.delete(name)
     }
   }
 
