@@ -9,6 +9,14 @@
 // Two exceptions: src/*.cjs (CommonJS in both builds, with their .d.cts) are copied as they are,
 // and dist/cjs/index.{js,d.ts} make `require('fastify-write-buffer')` return the plugin function
 // itself, as Fastify plugins do (scripts/cjs-entry.mjs).
+// One set of declarations for both builds: tsc's declarations are moved to dist/cjs/, and each
+// dist/x.d.ts but the index (which re-exports its siblings) becomes `export * from './cjs/x.js'`
+// (plus its default, by name). Two copies would declare two WriteBuffer classes (#private makes
+// them distinct types), and a program with an ES module and a .cts file using the package loads
+// both: Fastify's augmentation (`app.writeBuffer`) would be declared twice with two types
+// (TS2717). This way round because an ES module may import CommonJS declarations under every
+// module setting, while CommonJS ones re-exporting ES declarations need `resolution-mode`, which
+// only type-only imports take (no classes as values) and node16 would reject otherwise (TS1479).
 import { copyFileSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { execFile } from 'node:child_process'
 import { createRequire } from 'node:module'
@@ -59,9 +67,50 @@ for (const file of config.fileNames) {
   mkdirSync(dirname(join(cjs, path)), { recursive: true })
   writeFileSync(join(cjs, `${path}.js`), outputText)
   copyFileSync(join(dist, `${path}.d.ts`), join(cjs, `${path}.d.ts`))
+  if (path !== 'index') forwardDeclarations(path)
 }
 writeFileSync(join(cjs, 'package.json'), '{ "type": "commonjs" }\n')
 for (const file of readdirSync(src).filter(f => /\.(d\.cts|cjs)$/.test(f))) {
   for (const out of [dist, cjs]) copyFileSync(join(src, file), join(out, file))
 }
 writeCjsEntry(cjs)
+
+/**
+ * Rewrites dist/`path`.d.ts (an ES module's declarations, also at dist/cjs/`path`.d.ts) to
+ * re-export dist/cjs/`path`.d.ts. An ES module importing CommonJS sees its `default` as the
+ * whole module, so the default is re-exported by the name it is also exported under.
+ */
+function forwardDeclarations (path) {
+  const file = join(dist, `${path}.d.ts`)
+  const where = relative(root, file)
+  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, false)
+  const exportedAs = new Map() // local name → a name it is exported under
+  let defaultOf // the local name exported as default
+  for (const statement of source.statements) {
+    const modifiers = ts.canHaveModifiers(statement) ? ts.getModifiers(statement) ?? [] : []
+    if (ts.isExportAssignment(statement)) {
+      if (statement.isExportEquals || !ts.isIdentifier(statement.expression)) fail(`${where}: \`export =\` or a default export that is not a name`)
+      defaultOf = statement.expression.text
+    } else if (ts.isExportDeclaration(statement)) {
+      for (const e of statement.exportClause && ts.isNamedExports(statement.exportClause) ? statement.exportClause.elements : []) {
+        if (statement.moduleSpecifier !== undefined) {
+          if (e.name.text === 'default') fail(`${where}: a default export re-exported from another module; export it by name and \`export default\` the name`)
+        } else if (e.name.text === 'default') defaultOf = (e.propertyName ?? e.name).text
+        else exportedAs.set((e.propertyName ?? e.name).text, e.name.text)
+      }
+    } else if (modifiers.some(m => m.kind === ts.SyntaxKind.ExportKeyword)) {
+      if (modifiers.some(m => m.kind === ts.SyntaxKind.DefaultKeyword)) fail(`${where}: an inline default export; export it by name and \`export default\` the name`)
+      const names = ts.isVariableStatement(statement) ? statement.declarationList.declarations.map(d => d.name) : [statement.name]
+      for (const name of names) if (name !== undefined && ts.isIdentifier(name)) exportedAs.set(name.text, name.text)
+    }
+  }
+  const to = relative(dirname(file), join(cjs, `${path}.js`)).replaceAll('\\', '/')
+  const specifier = to.startsWith('../') ? to : `./${to}`
+  let text = `// the declarations of both builds are in dist/cjs/ (scripts/build.mjs)\nexport * from '${specifier}';\n`
+  if (defaultOf !== undefined) {
+    const named = exportedAs.get(defaultOf)
+    if (named === undefined) fail(`${where}: the default export (${defaultOf}) must also be exported by name`)
+    text += `export { ${named} as default } from '${specifier}';\n`
+  }
+  writeFileSync(file, text)
+}

@@ -8,7 +8,9 @@
 //      is `instanceof` the ESM copy's WriteBufferError; in both, `@opentelemetry/api` (linked
 //      here) is loaded when the buffer is built, synchronously;
 //   3. TypeScript, strict: every ```ts block of README.md compiles on its own; a .cts file sees
-//      `require('fastify-write-buffer')` as the plugin with its named exports;
+//      `require('fastify-write-buffer')` as the plugin with its named exports; an ESM .ts and a
+//      .cts file using the plugin compile together (both builds' declarations in one program,
+//      one WriteBuffer type; nodenext, node16 and bundler);
 //   4. TypeScript without `fastify` installed: `fastify-write-buffer/core` compiles (ESM and
 //      CommonJS, declarations checked: skipLibCheck off for the package), and runs; the root
 //      entry, which needs Fastify's types, does not compile there (so the check can fail);
@@ -26,6 +28,7 @@ import { tmpdir } from 'node:os'
 import { basename, dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
+import ts from 'typescript'
 import { checkReadme, format, typecheck, USER_OPTIONS } from './check-readme.mjs'
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..')
@@ -234,6 +237,43 @@ export async function main (): Promise<void> {
   const problems = ours(typecheck([join(app, 'require-types.cts')], { ...USER_OPTIONS, skipLibCheck: false }))
   if (problems !== '') throw new Error(problems)
   return 'import x = require(): callable, registered, .default, named types'
+})
+
+await step('TypeScript strict: an ESM .ts and a CommonJS .cts in one program', async () => {
+  // a project with both (say, a .cts config next to ESM sources) loads dist/ and dist/cjs/
+  // declarations at once: Fastify's augmentation, `writeBuffer` on FastifyInstance, must be
+  // declared with one WriteBuffer type (TS2717 otherwise), and the two builds' WriteBuffer types
+  // must be one (scripts/build.mjs); under nodenext, node16 (where CommonJS declarations cannot
+  // re-export ES ones) and bundler
+  const uses = `import Fastify from 'fastify'
+export async function main (): Promise<void> {
+  const app = Fastify()
+  await app.register(plugin, { url: 'mongodb://127.0.0.1:9/check', connectTimeoutMs: 0 })
+  await app.writeBuffer.collection<{ name: string }>('users').insertOne({ name: 'ann' })
+  app.get('/', async (request) => ({ aborted: request.writeSignal.aborted }))
+}
+`
+  writeFileSync(join(app, 'both-esm.ts'), `import plugin, { type WriteBuffer } from 'fastify-write-buffer'
+import type { Cjs } from './both-cjs.cjs'
+export type Esm = WriteBuffer
+export const same: [Esm, Cjs] = [null as unknown as Cjs, null as unknown as Esm]
+${uses}`)
+  writeFileSync(join(app, 'both-cjs.cts'), `import plugin = require('fastify-write-buffer')\nexport type Cjs = plugin.WriteBuffer\n${uses}`)
+  const modes = {
+    nodenext: {},
+    node16: { module: ts.ModuleKind.Node16, moduleResolution: ts.ModuleResolutionKind.Node16 },
+    bundler: { module: ts.ModuleKind.Preserve, moduleResolution: ts.ModuleResolutionKind.Bundler },
+  }
+  for (const [mode, options] of Object.entries(modes)) {
+    const both = typecheck([join(app, 'both-esm.ts'), join(app, 'both-cjs.cts')], { ...USER_OPTIONS, skipLibCheck: false, ...options })
+    const files = both.program.getSourceFiles().map(f => f.fileName)
+    if (!files.some(f => /fastify-write-buffer[\\/]dist[\\/]cjs[\\/]index\.d\.ts$/.test(f)) ||
+        !files.some(f => /fastify-write-buffer[\\/]dist[\\/]index\.d\.ts$/.test(f))) {
+      throw new Error(`${mode}: the program did not load both dist/index.d.ts and dist/cjs/index.d.ts`)
+    }
+    if (ours(both) !== '') throw new Error(`${mode}:\n${ours(both)}`)
+  }
+  return `dist/ and dist/cjs/ declarations together, one WriteBuffer type (${Object.keys(modes).join(', ')})`
 })
 
 await step('TypeScript without fastify: fastify-write-buffer/core', async () => {
