@@ -4,7 +4,7 @@ import { WriteBuffer, WriteRejectedError } from '../src/index.js'
 import { openDb } from './helpers.js'
 import { server } from './support/capabilities.js'
 
-// A server's bound on writes per command, learned from the server itself (PITFALLS 22):
+// A server's bound on writes per command, learned from the server itself (docs/server-behaviours.md: `hello` can overstate the batch bound):
 // DocumentDB's hello says maxWriteBatchSize 100,000 and it refuses an insert of more than
 // 25,000 statements (InvalidLength, "Write batch sizes must be between 1 and 25000"). The buffer
 // keeps to the bound the refusal names from then on, and the writes of the refused command go

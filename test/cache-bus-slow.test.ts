@@ -5,7 +5,7 @@ import { mongoUri, openDb } from './helpers.js'
 import { DelayProxy } from './support/delay-proxy.js'
 
 /**
- * A slow bus must not look healthy (PITFALLS 23): with every byte to and from Redis delayed
+ * A slow bus must not look healthy (docs/server-behaviours.md: a heartbeat proves the bus is alive, not that it is prompt): with every byte to and from Redis delayed
  * (a delaying TCP proxy in front of the suite's real redis-server, no mock), another instance's
  * message arrives seconds late, so the bus must count itself offline and the offline rule
  * (`offlineTtlMs`) must hold. Two instances: two WriteBuffers with read caches on one database,

@@ -5,7 +5,7 @@ import { mongoUri, openDb } from './helpers.js'
 import { capabilities, server } from './support/capabilities.js'
 import { FaultProxy } from './support/fault-proxy.js'
 
-// Resends the buffer can vouch for (issue 41, PITFALLS 19). On a replica set the driver resends
+// Resends the buffer can vouch for (issue 41, docs/server-behaviours.md: a replica set in name only). On a replica set the driver resends
 // a failed write once by itself, with the same lsid + txnNumber; only a server that honours the
 // txnNumber (MongoDB) refuses to apply the first attempt when it arrives late. Here a proxy holds
 // the first attempt of an update past the client's socket timeout and then delivers it: the

@@ -122,7 +122,7 @@ describe('inserts go out as one insert command, not through the driver\'s bulkWr
   })
 
   // Where the driver may resend a write on its own (a replica set) and the server is not MongoDB,
-  // the driver's resend is not exactly-once (PITFALLS 19): every batch goes as a write command
+  // the driver's resend is not exactly-once (docs/server-behaviours.md: a replica set in name only): every batch goes as a write command
   // then, bounded to one command body (src/buffer/wire.ts)
   const commandsOnly = (): boolean => capabilities().replicaSet && server().engine !== 'mongodb'
 

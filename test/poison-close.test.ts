@@ -4,7 +4,7 @@ import { WriteBuffer } from '../src/index.js'
 import { openDb } from './helpers.js'
 import { server } from './support/capabilities.js'
 
-// A poison the server drops the connection on (PITFALLS 21): FerretDB 1.24 closes the connection
+// A poison the server drops the connection on (docs/server-behaviours.md: a poison can close the connection): FerretDB 1.24 closes the connection
 // on a document holding NaN, which MongoDB and DocumentDB store. Resent whole, the batch hit the
 // same wall until its attempts ran out and every mate ended `unknown` (499 of 1,000, 780 of
 // 99,999 good writes). Closed twice while the server answers a ping between them, the batch is

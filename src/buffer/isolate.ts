@@ -306,7 +306,7 @@ function pinned (op: WriteOp, refusal: unknown, outcome: 'rejected' | 'unknown')
     return new WriteBufferError(ErrorCodes.BATCH_FAILED, `a statement of its batch was refused (${describeError(refusal)}) and this server does not say which (isolate.ts#indexesProven); this write may have been applied`, outcome, op.attempts, refusal)
   }
   if (closedConnection(refusal)) {
-    return new WriteBufferError(ErrorCodes.BATCH_FAILED, `the connection closed under every command that carried this write, the last with it alone (${describeError(refusal)}): the server may have dropped it for this write (PITFALLS 21)`, outcome, op.attempts, refusal)
+    return new WriteBufferError(ErrorCodes.BATCH_FAILED, `the connection closed under every command that carried this write, the last with it alone (${describeError(refusal)}): the server may have dropped it for this write (docs/server-behaviours.md: a poison can close the connection)`, outcome, op.attempts, refusal)
   }
   if (typeof r.code === 'number') {
     return new WriteRejectedError(r.code, typeof r.message === 'string' ? r.message : 'write refused', op.attempts, undefined, outcome)

@@ -167,7 +167,7 @@ export class Sender {
   /**
    * The connection closed under this batch again, after its resend waited out a fence that
    * needed the server to answer a ping (Sender#wholeFailed): the server is up and drops the
-   * connection on something this batch carries (FerretDB 1.24 on a NaN: PITFALLS 21). Resent
+   * connection on something this batch carries (FerretDB 1.24 on a NaN: docs/server-behaviours.md: a poison can close the connection). Resent
    * whole, it would hit the same wall until its attempts run out, and every mate would end
    * `unknown`. So it is isolated like a refused batch whose outcome is unknown: once this
    * attempt can no longer apply (the same fence), the retry-safe writes go again in halves, a

@@ -23,7 +23,7 @@ function writeCommand (queue: BatchQueue, models: AnyBulkWriteOperation[], comma
  *   (DriverRetries#mayRetry), and that resend is exactly-once only where the server honours
  *   the retryable write's `txnNumber`: MongoDB (server-identity.ts). There batches go as
  *   bulkWrites and the driver's retry is relied on. A server that only *says* it is a replica
- *   set (PITFALLS 19) gets every batch as a write command, so no attempt of the driver's own
+ *   set (docs/server-behaviours.md: a replica set in name only) gets every batch as a write command, so no attempt of the driver's own
  *   can land late behind a later acknowledged write; the buffer's fence and retry rules decide
  *   instead. Until the server is known to be MongoDB (buildInfo, asked in the background at the
  *   first batch), it is not.

@@ -4,7 +4,7 @@
  * expects it back on its subscriber connection within `deadlineMs` (2 intervals). A beat that has
  * not come back by then makes the bus stale — a frozen Redis, a stalled subscriber, a partition
  * that never closes the socket, and also a bus that is merely slow: beats that keep coming back
- * late prove Redis alive, not that another instance's message arrives in time (PITFALLS 23) —
+ * late prove Redis alive, not that another instance's message arrives in time (docs/server-behaviours.md: a heartbeat proves the bus is alive, not that it is prompt) —
  * and the cache applies its offline rule until a beat comes back within the deadline.
  *
  * The interval follows `offlineTtlMs`: offlineTtlMs / 5, within 50…100 ms. A freeze, or a bus

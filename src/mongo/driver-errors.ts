@@ -137,7 +137,7 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome,
     if (!isCommandError(e)) return { outcome: 'unknown', transient: false, error: e }
     // The whole command was refused. Nothing of it was applied only if MongoDB itself raised
     // a code it raises before running any statement (server-codes.ts); anything else may have
-    // come after some statements were applied (PITFALLS 14): ambiguous.
+    // come after some statements were applied (docs/server-behaviours.md: `ok: 0` does not prove nothing was applied): ambiguous.
     const overloaded = code === OVERLOADED ||
       (e.hasErrorLabel?.('SystemOverloadedError') === true && e.hasErrorLabel('RetryableError') && code !== INTERRUPTED_DUE_TO_OVERLOAD)
     const rule = overloaded ? ruleOf(OVERLOADED) : ruleOf(code)
@@ -178,7 +178,7 @@ export function writeBatchBoundOf (err: unknown): number | undefined {
 /**
  * Whether the connection closed under the command (a network error that is not a timeout, or a
  * socket's own error): what a server that drops the connection on a document it cannot take does
- * (FerretDB 1.24 on NaN: PITFALLS 21), as a cut does.
+ * (FerretDB 1.24 on NaN: docs/server-behaviours.md: a poison can close the connection), as a cut does.
  */
 export function closedConnection (err: unknown): boolean {
   return nameOf(unwrap(err) as MaybeMongoError | null | undefined) === 'MongoNetworkError'

@@ -4,7 +4,7 @@
  * `maxTimeMS` bounds how long a command can run once the server has read it — not how long
  * it can sit unread: a paused server (SIGSTOP, a VM freeze, a storage stall) holds requests in
  * its socket buffers, and a fence of maxTimeMS from the client's failure can end before the
- * held attempt even starts (PITFALLS 15). A reply to a command sent after the failure proves
+ * held attempt even starts (docs/server-behaviours.md: `maxTimeMS` starts when the server reads the command). A reply to a command sent after the failure proves
  * the server is reading again; a request it held was then read too, and ends within maxTimeMS
  * of that reply. So a fence ends maxTimeMS + margin after both the failure and that reply.
  * What this cannot see: a request delayed in the network (not in the server) past the reply.
@@ -26,7 +26,7 @@ export class ServerLiveness {
   /**
    * `ping` undefined: the Db cannot run commands (a stand-in), and fences end by their time alone.
    * A ping unanswered after `timeoutMs` counts as failed and another is sent: one stuck on a
-   * connection that will never answer (a peer gone silent keeps its TCP connection: PITFALLS 18)
+   * connection that will never answer (a peer gone silent keeps its TCP connection: docs/server-behaviours.md: a frozen peer keeps its TCP connections)
    * must not hold every fence for good. `ping` is given the same limit, to give its connection up.
    */
   constructor (readonly ping: ((timeoutMs: number) => Promise<unknown>) | undefined, readonly retryMs = 100, readonly timeoutMs = PING_TIMEOUT_MS) {}

@@ -54,7 +54,7 @@ const COMMAND_NAME = ['insert', 'update', 'delete', 'update', 'delete'] as const
  *   retryable write: the driver resends a failed one once, with the same `lsid` + `txnNumber`.
  *   That is exactly-once only on a server that honours the txnNumber (MongoDB); a server that
  *   only *says* it is a replica set applies a late first attempt after the resend, and after a
- *   later acknowledged write to the same document (PITFALLS 19: 200 of 200 rounds). A command
+ *   later acknowledged write to the same document (docs/server-behaviours.md: a replica set in name only: 200 of 200 rounds). A command
  *   through `db.command` is not retried (except after an overload refusal labelled
  *   `SystemOverloadedError` + `RetryableError`, which applied nothing), so a failure means what
  *   it says and the buffer's own fence and retry rules decide (wire.ts says when).

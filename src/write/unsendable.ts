@@ -18,7 +18,7 @@ const IN_INSTANCE = 8
 /**
  * What the driver's BSON serializer refuses to send, found before it is asked to: a NUL byte
  * in a key (BSON keys are C strings) or in a regular expression's pattern or flags. The
- * serializer throws at send time, for the whole bulkWrite (PITFALLS 16); found at submit, the
+ * serializer throws at send time, for the whole bulkWrite (docs/server-behaviours.md: the driver serializes at send time); found at submit, the
  * write is refused alone, naming the path. Also used after a send-time serializer failure to
  * tell which writes of a batch cannot be sent (a document changed after submit). With `mode`
  * (BAD_DATES, FILTER_VALUES) also what it would send as something else than written: the

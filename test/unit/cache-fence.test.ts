@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { networkError, pause, type Responder } from './fake-db.js'
 import { harness } from './harness.js'
 
-/** The server answers nothing (the connection fails), and applies the attempt `lateMs` later (PITFALLS 9, 15). */
+/** The server answers nothing (the connection fails), and applies the attempt `lateMs` later (docs/server-behaviours.md: a timed-out attempt may still apply; `maxTimeMS` starts when the server reads the command). */
 const appliedLate = (lateMs: number): Responder => call => {
   setTimeout(() => { call.db.applyModels(call.collection, call.raw, false) }, lateMs)
   throw networkError()

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { Heartbeat } from '../../src/cache/heartbeat.js'
 
 /**
- * A slow bus is not a healthy one (PITFALLS 23): beats that all come back, late, must not keep
+ * A slow bus is not a healthy one (docs/server-behaviours.md: a heartbeat proves the bus is alive, not that it is prompt): beats that all come back, late, must not keep
  * it online. Fake timers; test/cache-bus-slow.test.ts delays a real Redis.
  */
 

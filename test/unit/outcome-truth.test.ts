@@ -13,7 +13,7 @@ const refuseCollation = (code: number): Responder => (call: BulkCall, db) => {
   return apply(call, db)
 }
 
-/** Applies the first `n` statements (all without `n`), then refuses the whole command (`ok: 0`), as FerretDB did (PITFALLS 14). */
+/** Applies the first `n` statements (all without `n`), then refuses the whole command (`ok: 0`), as FerretDB did (docs/server-behaviours.md: `ok: 0` does not prove nothing was applied). */
 const appliedThenRefused = (n?: number): Responder => call => {
   call.db.applyModels(call.collection, n === undefined ? call.raw : call.raw.slice(0, n), call.options.ordered === true)
   throw commandError(2, 'refused after applying')
@@ -169,7 +169,7 @@ describe('a whole-command refusal is isolated to the write to blame', () => {
     const { fake, c } = harness(FAST)
     fake.server = 'ferretdb'
     fake.next((call, db) => {
-      apply(call, db) // applied, and still answered ok: 0 (PITFALLS 14)
+      apply(call, db) // applied, and still answered ok: 0 (docs/server-behaviours.md: `ok: 0` does not prove nothing was applied)
       throw commandError(1, 'InternalError')
     })
     const set = c.updateOne({ _id: 1 }, { $set: { v: 1 } }, { upsert: true })
@@ -205,7 +205,7 @@ describe('what cannot be sent never joins a batch', () => {
 
   it('a document changed after submit so it cannot be serialized: it fails alone (not-sent, naming the key), its batch-mates are sent', async () => {
     const { fake, c } = harness(FAST)
-    // the driver serializes at send time and throws for the whole bulkWrite (PITFALLS 16)
+    // the driver serializes at send time and throws for the whole bulkWrite (docs/server-behaviours.md: the driver serializes at send time)
     fake.fallback = (call, db) => {
       for (const body of call.raw) BSON.serialize(body)
       return apply(call, db)
@@ -423,7 +423,7 @@ async function forwarded<T> (writes: Array<Promise<T>>): Promise<T[]> {
   return r.value
 }
 
-describe('a poison the server closes the connection on (FerretDB 1.24 on NaN: PITFALLS 21)', () => {
+describe('a poison the server closes the connection on (FerretDB 1.24 on NaN: docs/server-behaviours.md: a poison can close the connection)', () => {
   /** Closes the connection on a command carrying a document with NaN, as FerretDB 1.24 does; applies the others. */
   const dropsNaN: Responder = (call, db) => {
     const nan = (d: unknown): boolean => Number.isNaN((d as Document | undefined)?.a)
