@@ -9,11 +9,11 @@ export type { RedisClientLike } from './cache/bus.js'
 export type { Logger } from './logger.js'
 
 export interface RetryOptions {
-  /** Total attempts for a retry-safe write after a transient failure (1 = never retry). Default 4. */
+  /** Total attempts for a retry-safe write after a transient failure (1 = never retry). Default: {@link DEFAULTS}. */
   maxAttempts?: number
-  /** First backoff delay; doubles per attempt, with jitter. Default 50 ms. */
+  /** First backoff delay, in ms; doubles per attempt, with jitter. Default: {@link DEFAULTS}. */
   baseDelayMs?: number
-  /** Backoff cap. Default 2,000 ms. */
+  /** Backoff cap, in ms. Default: {@link DEFAULTS}. */
   maxDelayMs?: number
 }
 
@@ -28,23 +28,23 @@ export interface CacheBusOptions {
    * optional peer dependency `ioredis` is imported and the buffer owns both connections).
    */
   redis: RedisClientLike | string
-  /** Pub/sub channel; every instance sharing a database must use the same. Default 'fastify-write-buffer'. */
+  /** Pub/sub channel; every instance sharing a database must use the same. Default: {@link DEFAULTS}. */
   channel?: string
   /**
    * While the subscription is down (Redis unreachable, at start too), cached answers read
-   * longer ago than this are not served. Default 0: every read goes to the server.
+   * longer ago than this are not served; at 0 every read goes to the server. Default: {@link DEFAULTS}.
    */
   offlineTtlMs?: number
 }
 
 export interface CacheOptions {
-  /** How long a found document stays cached. Default 5,000 ms. */
+  /** How long a found document stays cached, in ms. Default: {@link DEFAULTS}. */
   ttlMs?: number
-  /** How long a `null` (not found) stays cached. Default min(ttlMs, 1,000 ms). */
+  /** How long a `null` (not found) stays cached, in ms. Default: the smaller of `ttlMs` and {@link DEFAULTS}' `cache.negativeTtlMs`. */
   negativeTtlMs?: number
-  /** LRU bound on entries. Default 10,000. */
+  /** LRU bound on entries. Default: {@link DEFAULTS}. */
   maxEntries?: number
-  /** LRU bound on approximate BSON bytes of cached documents. Default 64 MiB. */
+  /** LRU bound on approximate BSON bytes of cached documents. Default: {@link DEFAULTS}. */
   maxBytes?: number
   /** Redis pub/sub invalidation across app instances (README: consistency model). Default: none. */
   bus?: CacheBusOptions
@@ -68,42 +68,42 @@ export interface WriteErrorInfo {
 
 export interface WriteBufferOptions {
   /**
-   * Ops per collection per bulkWrite. Default 1,000; at most 99,999: at the server's
+   * Ops per collection per bulkWrite. Default: {@link DEFAULTS}. At most 99,999: at the server's
    * maxWriteBatchSize (100,000) the driver already splits one bulkWrite into two commands.
    */
   maxBatchSize?: number
-  /** Approximate BSON bytes per bulkWrite. Default 8 MiB; at most 15 MiB (one command per bulkWrite). */
+  /** Approximate BSON bytes per bulkWrite. Default: {@link DEFAULTS}. At most 15 MiB (one command per bulkWrite). */
   maxBatchBytes?: number
   /**
-   * Longest a write may wait for company. Default 0: adaptive — a collection's writes are
-   * sent at the end of the event-loop turn when it has nothing in flight, and gather while
-   * it has (group commit). A positive value holds writes up to that long for bigger batches.
+   * Longest a write may wait for company. Default: {@link DEFAULTS}. 0 is adaptive: a collection's
+   * writes are sent at the end of the event-loop turn when it has nothing in flight, and gather
+   * while it has (group commit). A positive value holds writes up to that long for bigger batches.
    */
   lingerMs?: number
   /** @deprecated since 0.2.0: use `lingerMs` (same meaning; removed in the next minor version). */
   flushIntervalMs?: number
-  /** Writes queued + in flight before `onFull` applies. Default 100,000. */
+  /** Writes queued + in flight before `onFull` applies. Default: {@link DEFAULTS}. */
   maxPending?: number
-  /** Approximate bytes queued + in flight before `onFull` applies. Default 256 MiB. */
+  /** Approximate bytes queued + in flight before `onFull` applies. Default: {@link DEFAULTS}. */
   maxPendingBytes?: number
-  /** What a write does when the buffer is full. Default 'wait'. */
+  /** What a write does when the buffer is full. Default: {@link DEFAULTS}. */
   onFull?: 'wait' | 'reject'
-  /** Concurrent bulkWrite commands across all collections. Default 4. */
+  /** Concurrent bulkWrite commands across all collections. Default: {@link DEFAULTS}. */
   maxInFlight?: number
-  /** Merge consecutive same-target updateOnes ($set, $inc, $unset, $max, $min, $addToSet, $setOnInsert) into one op. Default true. */
+  /** Merge consecutive same-target updateOnes ($set, $inc, $unset, $max, $min, $addToSet, $setOnInsert) into one op. Default: {@link DEFAULTS}. */
   coalesce?: boolean
   /** Write concern passed to every bulkWrite. Default: the collection's. */
   writeConcern?: WriteConcernSettings
-  /** Per-write deadline (queue wait + retries). 0 = none. Default 0. */
+  /** Per-write deadline (queue wait + retries); 0 = none. Default: {@link DEFAULTS}. */
   writeTimeoutMs?: number
   /**
    * Server-side time limit of every bulkWrite (sent as `maxTimeMS`). It also bounds how long
    * an attempt with an unknown outcome (cut connection, socket timeout) may still apply: its
    * documents stay fenced for maxTimeMS + 1 s before anything else is sent to them.
-   * Default 5,000 ms.
+   * Default: {@link DEFAULTS}.
    */
   maxTimeMS?: number
-  /** Longest `close()` waits for the drain before rejecting what is still queued. Default 10,000 ms. */
+  /** Longest `close()` waits for the drain before rejecting what is still queued; 0 waits without limit. Default: {@link DEFAULTS}. */
   closeTimeoutMs?: number
   retry?: RetryOptions
   /**
@@ -149,6 +149,61 @@ export interface ResolvedOptions {
 
 const MiB = 1024 * 1024
 
+/** `T`'s options that have a default, each required and defined. */
+type Defaulted<T, Without extends keyof T = never> = { readonly [K in Exclude<keyof T, Without>]-?: Exclude<T[K], undefined> }
+
+/**
+ * Every option's default, as the type of its option. An option of WriteBufferOptions, RetryOptions,
+ * CacheOptions or CacheBusOptions that is neither given a default here nor listed as having none
+ * does not compile.
+ */
+export interface OptionDefaults extends Defaulted<WriteBufferOptions,
+  // none: the collection's write concern, no logger, the global tracer provider, the logger for
+  // failed detached writes; flushIntervalMs is lingerMs' deprecated name; retry and cache below
+  'writeConcern' | 'logger' | 'tracerProvider' | 'onWriteError' | 'flushIntervalMs' | 'retry' | 'cache'> {
+  readonly retry: Defaulted<RetryOptions>
+  /** applies when `cache` is given (its own default is off) */
+  readonly cache: CacheDefaults
+}
+
+interface CacheDefaults extends Defaulted<CacheOptions, 'bus'> {
+  readonly bus: Defaulted<CacheBusOptions, 'redis'>
+}
+
+function deepFreeze<T extends object> (value: T): T {
+  for (const v of Object.values(value)) if (typeof v === 'object' && v !== null) deepFreeze(v)
+  return Object.freeze(value)
+}
+
+/**
+ * The options' defaults, declared once: resolveOptions reads them, the options' JSDoc points
+ * here, and `npm run check:readme` (scripts/check-readme.mjs) fails when README's options table
+ * says otherwise. `as const`: the declaration file shows the values, not just their types.
+ */
+export const DEFAULTS = deepFreeze({
+  maxBatchSize: 1000,
+  maxBatchBytes: 8 * MiB,
+  lingerMs: 0,
+  maxPending: 100_000,
+  maxPendingBytes: 256 * MiB,
+  onFull: 'wait',
+  maxInFlight: 4,
+  coalesce: true,
+  writeTimeoutMs: 0,
+  maxTimeMS: 5_000,
+  /** the plugin bounds closing the client it made by it too */
+  closeTimeoutMs: 10_000,
+  retry: { maxAttempts: 4, baseDelayMs: 50, maxDelayMs: 2_000 },
+  cache: {
+    ttlMs: 5_000,
+    /** a cap: the default is the smaller of this and the `ttlMs` given */
+    negativeTtlMs: 1_000,
+    maxEntries: 10_000,
+    maxBytes: 64 * MiB,
+    bus: { channel: 'fastify-write-buffer', offlineTtlMs: 0 },
+  },
+} as const satisfies OptionDefaults)
+
 function int (name: string, value: unknown, def: number, min: number, max: number): number {
   if (value === undefined) return def
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
@@ -157,8 +212,8 @@ function int (name: string, value: unknown, def: number, min: number, max: numbe
   return value
 }
 
-function milliseconds (name: string, value: unknown): number {
-  if (value === undefined) return 0
+function milliseconds (name: string, value: unknown, def: number): number {
+  if (value === undefined) return def
   if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > 60_000) {
     throw new InvalidOptionError(`${name} must be a number from 0 to 60000, got ${describe(value)}`)
   }
@@ -194,24 +249,45 @@ function object<T extends object> (name: string, value: T | undefined): T | unde
   return value
 }
 
-function checkKnown (name: string, value: object, known: readonly string[]): void {
+/** An option group's keys, as a record the compiler checks against the group's interface: one missing or extra does not compile. */
+type Keys<T> = Record<keyof T, true>
+
+function checkKnown (name: string, value: object, known: object): void {
   for (const key of Object.keys(value)) {
-    if (!known.includes(key)) throw new InvalidOptionError(`unknown option ${name}${key}`)
+    if (!Object.hasOwn(known, key)) throw new InvalidOptionError(`unknown option ${name}${key}`)
   }
 }
 
-/** close()'s bound by default; the plugin bounds closing the client it made by it too */
-export const DEFAULT_CLOSE_TIMEOUT_MS = 10_000
+const KNOWN = {
+  maxBatchSize: true,
+  maxBatchBytes: true,
+  lingerMs: true,
+  flushIntervalMs: true,
+  maxPending: true,
+  maxPendingBytes: true,
+  onFull: true,
+  maxInFlight: true,
+  coalesce: true,
+  writeConcern: true,
+  writeTimeoutMs: true,
+  maxTimeMS: true,
+  closeTimeoutMs: true,
+  retry: true,
+  cache: true,
+  logger: true,
+  tracerProvider: true,
+  onWriteError: true,
+} satisfies Keys<WriteBufferOptions>
+const KNOWN_RETRY = { maxAttempts: true, baseDelayMs: true, maxDelayMs: true } satisfies Keys<RetryOptions>
+const KNOWN_CACHE = { ttlMs: true, negativeTtlMs: true, maxEntries: true, maxBytes: true, bus: true } satisfies Keys<CacheOptions>
+const KNOWN_BUS = { redis: true, channel: true, offlineTtlMs: true } satisfies Keys<CacheBusOptions>
 
-const KNOWN = ['maxBatchSize', 'maxBatchBytes', 'lingerMs', 'flushIntervalMs', 'maxPending', 'maxPendingBytes', 'onFull',
-  'maxInFlight', 'coalesce', 'writeConcern', 'writeTimeoutMs', 'maxTimeMS', 'closeTimeoutMs', 'retry', 'cache', 'logger', 'tracerProvider', 'onWriteError'] as const
-
-export const WRITE_BUFFER_OPTION_NAMES: readonly string[] = KNOWN
+export const WRITE_BUFFER_OPTION_NAMES: readonly string[] = Object.keys(KNOWN)
 
 function resolveBus (value: CacheBusOptions | undefined): ResolvedBusOptions | undefined {
   const b = object('cache.bus', value)
   if (b === undefined) return undefined
-  checkKnown('cache.bus.', b, ['redis', 'channel', 'offlineTtlMs'])
+  checkKnown('cache.bus.', b, KNOWN_BUS)
   const redis: unknown = b.redis
   if (typeof redis === 'string') {
     if (!/^rediss?:\/\//.test(redis)) throw new InvalidOptionError(`cache.bus.redis must be a redis:// or rediss:// URL or an ioredis client, got ${describe(redis)}`)
@@ -219,21 +295,21 @@ function resolveBus (value: CacheBusOptions | undefined): ResolvedBusOptions | u
       typeof (redis as RedisClientLike).publish !== 'function' || typeof (redis as RedisClientLike).duplicate !== 'function') {
     throw new InvalidOptionError(`cache.bus.redis must be an ioredis client (with publish and duplicate) or a redis:// URL, got ${describe(redis)}`)
   }
-  const channel: unknown = b.channel ?? 'fastify-write-buffer'
+  const channel: unknown = b.channel ?? DEFAULTS.cache.bus.channel
   if (typeof channel !== 'string' || channel === '') throw new InvalidOptionError(`cache.bus.channel must be a non-empty string, got ${describe(channel)}`)
-  return { redis: b.redis, channel, offlineTtlMs: int('cache.bus.offlineTtlMs', b.offlineTtlMs, 0, 0, 86_400_000) }
+  return { redis: b.redis, channel, offlineTtlMs: int('cache.bus.offlineTtlMs', b.offlineTtlMs, DEFAULTS.cache.bus.offlineTtlMs, 0, 86_400_000) }
 }
 
 function resolveCache (value: unknown): ResolvedCacheOptions | undefined {
   if (value === undefined || value === false) return undefined
   const c = object('cache', value as CacheOptions | undefined) ?? {}
-  checkKnown('cache.', c, ['ttlMs', 'negativeTtlMs', 'maxEntries', 'maxBytes', 'bus'])
-  const ttlMs = int('cache.ttlMs', c.ttlMs, 5_000, 1, 86_400_000)
+  checkKnown('cache.', c, KNOWN_CACHE)
+  const ttlMs = int('cache.ttlMs', c.ttlMs, DEFAULTS.cache.ttlMs, 1, 86_400_000)
   return {
     ttlMs,
-    negativeTtlMs: int('cache.negativeTtlMs', c.negativeTtlMs, Math.min(ttlMs, 1_000), 0, 86_400_000),
-    maxEntries: int('cache.maxEntries', c.maxEntries, 10_000, 1, 10_000_000),
-    maxBytes: int('cache.maxBytes', c.maxBytes, 64 * MiB, 1024, 16 * 1024 * MiB),
+    negativeTtlMs: int('cache.negativeTtlMs', c.negativeTtlMs, Math.min(ttlMs, DEFAULTS.cache.negativeTtlMs), 0, 86_400_000),
+    maxEntries: int('cache.maxEntries', c.maxEntries, DEFAULTS.cache.maxEntries, 1, 10_000_000),
+    maxBytes: int('cache.maxBytes', c.maxBytes, DEFAULTS.cache.maxBytes, 1024, 16 * 1024 * MiB),
     bus: resolveBus(c.bus),
   }
 }
@@ -253,7 +329,7 @@ export function resolveOptions (input: unknown): ResolvedOptions {
     throw new InvalidOptionError(`onFull must be 'wait' or 'reject', got ${describe(onFull)}`)
   }
   const retry = object('retry', o.retry) ?? {}
-  checkKnown('retry.', retry, ['maxAttempts', 'baseDelayMs', 'maxDelayMs'])
+  checkKnown('retry.', retry, KNOWN_RETRY)
   const logger = object('logger', o.logger)
   if (logger !== undefined) {
     for (const m of ['debug', 'warn', 'error', 'isLevelEnabled'] as const) {
@@ -266,31 +342,31 @@ export function resolveOptions (input: unknown): ResolvedOptions {
   if (o.lingerMs !== undefined && legacyLinger !== undefined) {
     throw new InvalidOptionError('flushIntervalMs is the deprecated name of lingerMs: give only lingerMs')
   }
-  const lingerMs = legacyLinger === undefined ? milliseconds('lingerMs', o.lingerMs) : milliseconds('flushIntervalMs', legacyLinger)
+  const lingerMs = legacyLinger === undefined ? milliseconds('lingerMs', o.lingerMs, DEFAULTS.lingerMs) : milliseconds('flushIntervalMs', legacyLinger, DEFAULTS.lingerMs)
   if (legacyLinger !== undefined && !warnedFlushIntervalMs) {
     warnedFlushIntervalMs = true
     process.emitWarning('fastify-write-buffer: the flushIntervalMs option is deprecated, use lingerMs (same meaning)',
       { type: 'DeprecationWarning', code: 'FWB_DEP_FLUSH_INTERVAL_MS' })
   }
-  const maxPending = int('maxPending', o.maxPending, 100_000, 1, 100_000_000)
+  const maxPending = int('maxPending', o.maxPending, DEFAULTS.maxPending, 1, 100_000_000)
   return {
-    maxBatchSize: int('maxBatchSize', o.maxBatchSize, 1000, 1, 99_999),
+    maxBatchSize: int('maxBatchSize', o.maxBatchSize, DEFAULTS.maxBatchSize, 1, 99_999),
     // under the 16 MiB maxBsonObjectSize at which the driver would split one bulkWrite in
     // two commands (then a failure could leave it half applied)
-    maxBatchBytes: int('maxBatchBytes', o.maxBatchBytes, 8 * MiB, 1024, 15 * MiB),
+    maxBatchBytes: int('maxBatchBytes', o.maxBatchBytes, DEFAULTS.maxBatchBytes, 1024, 15 * MiB),
     lingerMs,
     maxPending,
-    maxPendingBytes: int('maxPendingBytes', o.maxPendingBytes, 256 * MiB, 17 * MiB, Number.MAX_SAFE_INTEGER),
-    onFullReject: o.onFull === 'reject',
-    maxInFlight: int('maxInFlight', o.maxInFlight, 4, 1, 256),
-    coalesce: bool('coalesce', o.coalesce, true),
+    maxPendingBytes: int('maxPendingBytes', o.maxPendingBytes, DEFAULTS.maxPendingBytes, 17 * MiB, Number.MAX_SAFE_INTEGER),
+    onFullReject: (o.onFull ?? DEFAULTS.onFull) === 'reject',
+    maxInFlight: int('maxInFlight', o.maxInFlight, DEFAULTS.maxInFlight, 1, 256),
+    coalesce: bool('coalesce', o.coalesce, DEFAULTS.coalesce),
     writeConcern: checkWriteConcern(object('writeConcern', o.writeConcern)),
-    writeTimeoutMs: int('writeTimeoutMs', o.writeTimeoutMs, 0, 0, 86_400_000),
-    maxTimeMS: int('maxTimeMS', o.maxTimeMS, 5_000, 1, 3_600_000),
-    closeTimeoutMs: int('closeTimeoutMs', o.closeTimeoutMs, DEFAULT_CLOSE_TIMEOUT_MS, 0, 3_600_000),
-    maxAttempts: int('retry.maxAttempts', retry.maxAttempts, 4, 1, 100),
-    baseDelayMs: int('retry.baseDelayMs', retry.baseDelayMs, 50, 0, 60_000),
-    maxDelayMs: int('retry.maxDelayMs', retry.maxDelayMs, 2_000, 0, 600_000),
+    writeTimeoutMs: int('writeTimeoutMs', o.writeTimeoutMs, DEFAULTS.writeTimeoutMs, 0, 86_400_000),
+    maxTimeMS: int('maxTimeMS', o.maxTimeMS, DEFAULTS.maxTimeMS, 1, 3_600_000),
+    closeTimeoutMs: int('closeTimeoutMs', o.closeTimeoutMs, DEFAULTS.closeTimeoutMs, 0, 3_600_000),
+    maxAttempts: int('retry.maxAttempts', retry.maxAttempts, DEFAULTS.retry.maxAttempts, 1, 100),
+    baseDelayMs: int('retry.baseDelayMs', retry.baseDelayMs, DEFAULTS.retry.baseDelayMs, 0, 60_000),
+    maxDelayMs: int('retry.maxDelayMs', retry.maxDelayMs, DEFAULTS.retry.maxDelayMs, 0, 600_000),
     cache: resolveCache(o.cache),
     logger,
     tracerProvider: checkTracerProvider(object('tracerProvider', o.tracerProvider)),

@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import type { Db, MongoClient, MongoClientOptions } from 'mongodb'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import { ConnectError, InvalidOptionError, describe } from './errors.js'
-import { DEFAULT_CLOSE_TIMEOUT_MS, WRITE_BUFFER_OPTION_NAMES, type Logger, type WriteBufferOptions } from './options.js'
+import { DEFAULTS, WRITE_BUFFER_OPTION_NAMES, type Logger, type WriteBufferOptions } from './options.js'
 import { rememberResponse, writeSignal } from './request-signal.js'
 import { checkConnection, clientFor } from './mongo/connect.js'
 import { urlWithoutCredentials } from './mongo/credentials.js'
@@ -124,7 +124,7 @@ const plugin: FastifyPluginAsync<WriteBufferPluginOptions> = async (app: Fastify
     app.addHook('onClose', async () => {
       lifecycle.closed = true
       await built.close()
-      if (client !== undefined) await closeClient(client, rest.closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS, app.log)
+      if (client !== undefined) await closeClient(client, rest.closeTimeoutMs ?? DEFAULTS.closeTimeoutMs, app.log)
     })
     if (connectTimeoutMs > 0) await checkConnection(target, connectTimeoutMs)
     if (lifecycle.closed) throw new ConnectError('fastify-write-buffer: the app closed before MongoDB answered', undefined)
