@@ -1,11 +1,11 @@
 import type { AnyBulkWriteOperation } from 'mongodb'
 import type { SentAnswer } from '../mongo/write-command.js'
 import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../errors.js'
-import { closedConnection, commandRefusal, describeError, isServerRefusal, type Failure } from '../mongo/driver-errors.js'
+import { closedConnection, commandRefusal, describeError, hasWriteErrors, isServerRefusal, type Failure, type PartialFailure } from '../mongo/driver-errors.js'
 import { uncoalesce } from '../write/coalesce.js'
 import { isRetrySafe } from '../write/retry-safety.js'
 import { INSERT, SETTLED, type WriteOp, type WriteResult } from '../write/write-op.js'
-import { PartialFailureReader, resultOf, type PartialFailure } from './outcomes.js'
+import { PartialFailureReader, resultOf } from './outcomes.js'
 
 /**
  * A whole write command the server refused (`ok: 0`) is split in halves and each half sent
@@ -103,8 +103,7 @@ export function indexesProven (ops: readonly WriteOp[], reportsStatements: boole
 
 /** Whether `refusal` is a reply's write errors (from a server whose indexes are not proven: the only ones isolated), not a refusal of the command. */
 function unprovenStatement (refusal: unknown): boolean {
-  const writeErrors = (refusal as { writeErrors?: unknown } | null)?.writeErrors
-  return Array.isArray(writeErrors) && writeErrors.length > 0
+  return hasWriteErrors(refusal)
 }
 
 /** What write errors from a server whose indexes are not proven say: something failed, anything may have been applied. */
@@ -116,8 +115,7 @@ export function unprovenFailure (err: unknown): Failure {
 export function wholeRefusal (err: unknown): unknown {
   const refusal = commandRefusal(err)
   if (refusal !== undefined) return refusal
-  const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
-  if (Array.isArray(writeErrors) && writeErrors.length > 0) return undefined
+  if (hasWriteErrors(err)) return undefined
   return isServerRefusal(err) ? err : undefined
 }
 
@@ -252,10 +250,9 @@ async function sendOnce (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
       ctx.closed.at = Date.now()
       return { kind: 'refused', refusal: err, failure: unprovenFailure(err) }
     }
-    const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
-    if (Array.isArray(writeErrors) && writeErrors.length > 0) {
+    if (hasWriteErrors(err)) {
       if (!indexesProven(ops, ctx.reportsStatements)) return await isolate(ops, err, unprovenFailure(err), ctx, out)
-      const failure = err as PartialFailure
+      const failure = err
       const ids = new PartialFailureReader(failure, ctx.ordered, ctx.collection).idsToConfirm(ops)
       return partlyRefused(ops, failure, ctx.ordered, ctx.collection, out, await ctx.confirm(ids)) ? LEFT_AGAIN : DONE
     }

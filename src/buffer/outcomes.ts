@@ -1,6 +1,6 @@
 import type { Collection } from 'mongodb'
 import { ErrorCodes, WriteBufferError, WriteRejectedError, type WriteOutcome } from '../errors.js'
-import { describeError, type Failure } from '../mongo/driver-errors.js'
+import { describeError, type Failure, type PartialFailure, type ServerWriteError } from '../mongo/driver-errors.js'
 import { isRetrySafe } from '../write/retry-safety.js'
 import { sendProblem } from '../write/send-check.js'
 import { INSERT, REPLACE_ONE, UPDATE_MANY, UPDATE_ONE, type WriteOp, type WriteResult } from '../write/write-op.js'
@@ -47,12 +47,6 @@ export function batchFailed (op: WriteOp, failure: Failure, collection: string):
   const outcome: WriteOutcome = op.maybeApplied ? 'unknown' : failure.outcome
   return new WriteBufferError(ErrorCodes.BATCH_FAILED,
     `bulkWrite to ${collection} failed (${describeError(failure.error)}); outcome ${outcome}`, outcome, op.attempts, failure.error)
-}
-
-export interface ServerWriteError { index: number, code: number, errmsg?: string, errInfo?: unknown }
-export interface PartialFailure {
-  writeErrors: ServerWriteError[]
-  result?: { upsertedIds?: Record<number, unknown>, getWriteConcernError?: () => { errmsg?: string, code?: number } | undefined }
 }
 
 /** What a partially failed bulkWrite means for one of its writes. */

@@ -1,6 +1,6 @@
 import type { AnyBulkWriteOperation, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
-import { classify, closedConnection, describeError, isServerRefusal, writeBatchBoundOf, type Failure } from '../mongo/driver-errors.js'
+import { classify, closedConnection, describeError, hasWriteErrors, isServerRefusal, writeBatchBoundOf, type Failure, type PartialFailure } from '../mongo/driver-errors.js'
 import type { SentAnswer, WriteCommand } from '../mongo/write-command.js'
 import type { ServerIdentity } from '../mongo/server-identity.js'
 import { foundUnsendable, NOT_SERIALIZER, SERIALIZER_IF_FOUND, serializerFailure } from '../write/send-check.js'
@@ -13,7 +13,7 @@ import { indexesProven, isolate, IsolationOutcome, partlyRefused, splittable, un
 import { Batch, type Route } from './batch.js'
 import { Wire } from './wire.js'
 import { Latency } from './latency.js'
-import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, PartialFailureReader, resultOf, type PartialFailure, type RetryPolicy } from './outcomes.js'
+import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, PartialFailureReader, resultOf, type RetryPolicy } from './outcomes.js'
 import { FENCE_MARGIN_MS, waitOut, type Fence, type Retries } from './retries.js'
 import type { ServerLiveness } from '../mongo/liveness.js'
 import type { Settler } from './settler.js'
@@ -148,13 +148,12 @@ export class Sender {
   }
 
   async #failed (batch: Batch, err: unknown, span: TraceLink | undefined): Promise<void> {
-    const writeErrors = (err as { writeErrors?: unknown[] } | null)?.writeErrors
     const refusal = wholeRefusal(err)
     if (refusal !== undefined && this.#tooMany(batch, refusal)) return
     if (refusal !== undefined) {
       await this.#refused(batch, refusal, span)
-    } else if (Array.isArray(writeErrors) && writeErrors.length > 0) {
-      await this.#partlyFailed(batch, err as PartialFailure)
+    } else if (hasWriteErrors(err)) {
+      await this.#partlyFailed(batch, err)
     } else if (this.#unsendable(batch, err)) {
       // told, or sent again
     } else if (closedConnection(err) && batch.ops.some(op => op.state !== SETTLED && op.closedBefore)) {

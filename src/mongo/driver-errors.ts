@@ -18,6 +18,36 @@ interface MaybeMongoError {
   hasErrorLabel?: (label: string) => boolean
 }
 
+/**
+ * The server's error labels the buffer reads (as the driver's MongoErrorLabel names them; the
+ * overload ones are newer than the oldest driver the package supports).
+ */
+export const Label = Object.freeze({
+  /** the driver (or server) says this failure may be retried as a retryable write */
+  RetryableWriteError: 'RetryableWriteError',
+  /** the server's word that the command, and any retry of it, applied nothing */
+  NoWritesPerformed: 'NoWritesPerformed',
+  /** MongoDB 8.x: the server shed the command under load */
+  SystemOverloadedError: 'SystemOverloadedError',
+  /** with SystemOverloadedError: refused before running, safe to send again */
+  RetryableError: 'RetryableError',
+} as const)
+
+/** A write error as the server sends it, by the index of its statement (a bulkWrite's and a write command's alike). */
+export interface ServerWriteError { index: number, code: number, errmsg?: string, errInfo?: unknown }
+
+/** A failure that names refused writes by index: a partly failed bulkWrite, or a write command's CommandWriteErrors. */
+export interface PartialFailure {
+  writeErrors: ServerWriteError[]
+  result?: { upsertedIds?: Record<number, unknown>, getWriteConcernError?: () => { errmsg?: string, code?: number } | undefined }
+}
+
+/** Whether `err` names refused writes (`writeErrors`, at least one): the one place that reads the field off whatever was thrown. */
+export function hasWriteErrors (err: unknown): err is PartialFailure {
+  const writeErrors = (err as { writeErrors?: unknown } | null | undefined)?.writeErrors
+  return Array.isArray(writeErrors) && writeErrors.length > 0
+}
+
 // MongoDB 8.x admission control: the server refused the command before executing it
 // (IngressRequestRateLimitExceeded 462, and any overload refusal labelled SystemOverloadedError
 // *and* RetryableError). InterruptedDueToOverload (473) carries SystemOverloadedError without
@@ -90,7 +120,7 @@ export function commandRefusal (err: unknown): unknown {
 export function classify (err: unknown, driverMayRetry: boolean, everConnected = true, serverIsMongoDB = false): Failure {
   const e = unwrap(err) as MaybeMongoError | null | undefined
   const name = nameOf(e)
-  const noWrites = e?.hasErrorLabel?.('NoWritesPerformed') === true
+  const noWrites = e?.hasErrorLabel?.(Label.NoWritesPerformed) === true
   const notSent: WriteOutcome = driverMayRetry && !noWrites ? 'unknown' : 'not-sent'
   const f = classifyError(e ?? {}, name, notSent, everConnected, serverIsMongoDB)
   // belt and braces: a result that shows progress means part of the batch was applied
@@ -109,7 +139,7 @@ export function isServerRefusal (err: unknown): boolean {
 }
 
 function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome, everConnected: boolean, serverIsMongoDB: boolean): Failure {
-  const noWrites = e.hasErrorLabel?.('NoWritesPerformed') === true
+  const noWrites = e.hasErrorLabel?.(Label.NoWritesPerformed) === true
   switch (name) {
     case 'MongoServerSelectionError':
     case 'MongoPoolClearedError':
@@ -139,9 +169,9 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome,
     // a code it raises before running any statement (server-codes.ts); anything else may have
     // come after some statements were applied (docs/server-behaviours.md: `ok: 0` does not prove nothing was applied): ambiguous.
     const overloaded = code === OVERLOADED ||
-      (e.hasErrorLabel?.('SystemOverloadedError') === true && e.hasErrorLabel('RetryableError') && code !== INTERRUPTED_DUE_TO_OVERLOAD)
+      (e.hasErrorLabel?.(Label.SystemOverloadedError) === true && e.hasErrorLabel(Label.RetryableError) && code !== INTERRUPTED_DUE_TO_OVERLOAD)
     const rule = overloaded ? ruleOf(OVERLOADED) : ruleOf(code)
-    const transient = rule.transient || e.hasErrorLabel?.('RetryableWriteError') === true
+    const transient = rule.transient || e.hasErrorLabel?.(Label.RetryableWriteError) === true
     // NoWritesPerformed: the server's own word that this command (and any retry) applied nothing
     if (noWrites || (rule.when === 'before' && serverIsMongoDB)) {
       // refused before running: a transient refusal (not primary, overloaded) was not applied

@@ -1,13 +1,12 @@
 import { Db, MongoWriteConcernError, WriteConcern, type AnyBulkWriteOperation, type BulkWriteResult, type Collection, type Document, type WriteConcernSettings } from 'mongodb'
 import { COMMAND_OF, INSERT, type WriteBody, type WriteOp } from '../write/write-op.js'
+import type { ServerWriteError } from './driver-errors.js'
 
 /** All the Sender reads of an acknowledged batch: its upserts, by the index of the write in the batch. */
 export type SentAnswer = Pick<BulkWriteResult, 'upsertedIds'>
 
 const NO_UPSERTS: SentAnswer = Object.freeze({ upsertedIds: Object.freeze({}) })
 
-/** a write error as the server sends it: a WriteRejectedError's cause (a bulkWrite's has the same fields) */
-interface ServerWriteError { index: number, code: number, errmsg?: string, errInfo?: Document }
 /** as it comes in the reply: numbers, or Int32 objects if the client reads replies with promoteValues: false */
 interface RawWriteError { index: unknown, code: unknown, errmsg?: string, errInfo?: Document }
 interface ConcernError { code?: number, errmsg?: string }
