@@ -233,7 +233,9 @@ async function docdbRs (log) {
     `--postgresql-url=postgres://postgres@127.0.0.1:${Number(backendPort) + 1}/postgres?pool_max_conns=50`,
     '--no-auth', `--state-dir=${state}`, `--listen-addr=127.0.0.1:${port}`, '--debug-addr=',
     '--telemetry=disable', '--log-level=error', `--dev-repl-set-name=${DOCDB_RS_SET}`,
-  ], { stdio: ['ignore', out, out] })
+    // a process group of its own: a Ctrl-C at the terminal (sent to the whole foreground group)
+    // must not stop the server under an app still draining into it; stop() stops it, by pid
+  ], { stdio: ['ignore', out, out], detached: true })
   closeSync(out)
   child.unref()
   const spawned = new Promise(resolve => { child.once('spawn', resolve); child.once('error', resolve) })
