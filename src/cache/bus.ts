@@ -91,8 +91,8 @@ export class CacheBus {
   readonly #heartbeatChannel: string
   readonly #heartbeat: Heartbeat
 
-  /** writes told `unknown` this turn, by collection (publishUncertain) */
-  readonly #uncertain = new Map<string, WriteOp[]>()
+  /** writes told `unknown` this turn, by collection (gatherUnknown) */
+  readonly #gathered = new Map<string, WriteOp[]>()
 
   constructor (options: ResolvedBusOptions, logger: Logger | undefined, listener: BusListener) {
     this.#options = options
@@ -133,18 +133,18 @@ export class CacheBus {
   }
 
   /** A write told `unknown` (it may be applied): announced with those of its collection told so this turn, as one batch (close() sends what is gathered). */
-  publishUncertain (name: string, op: WriteOp): void {
-    let ops = this.#uncertain.get(name)
+  gatherUnknown (name: string, op: WriteOp): void {
+    let ops = this.#gathered.get(name)
     if (ops === undefined) {
-      this.#uncertain.set(name, ops = [])
-      queueMicrotask(() => { this.#publishUncertain(name) })
+      this.#gathered.set(name, ops = [])
+      queueMicrotask(() => { this.#publishGathered(name) })
     }
     ops.push(op)
   }
 
-  #publishUncertain (name: string): void {
-    const ops = this.#uncertain.get(name)
-    this.#uncertain.delete(name)
+  #publishGathered (name: string): void {
+    const ops = this.#gathered.get(name)
+    this.#gathered.delete(name)
     if (ops !== undefined) this.publishUnknown(name, ops)
   }
 
@@ -176,7 +176,7 @@ export class CacheBus {
 
   async close (): Promise<void> {
     if (this.#closed) return
-    for (const name of [...this.#uncertain.keys()]) this.#publishUncertain(name)
+    for (const name of [...this.#gathered.keys()]) this.#publishGathered(name)
     this.#closed = true
     this.#online = false
     this.#heartbeat.stop()

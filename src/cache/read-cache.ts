@@ -310,7 +310,7 @@ export class ReadCache {
     const caughtUp = this.#noted.settle(name, op)
     if (caughtUp !== undefined) this.#effects.caughtUp(name, caughtUp)
     if (!ok && (op.kind !== INSERT || unknown)) this.#effects.invalidateAll(name)
-    if (unknown) this.#bus?.publishUncertain(name, op)
+    if (unknown) this.#bus?.gatherUnknown(name, op)
   }
 }
 
