@@ -38,7 +38,7 @@ const { values: args } = parseArgs({
     baseline: { type: 'string' },
     out: { type: 'string', default: fileURLToPath(new URL('./results', import.meta.url)) },
     // a comma-separated subset of the suites (their keys below, e.g. apiPath,http): the engine
-    // comparison runs the API-path and HTTP rows on each engine (README, "On a replica set")
+    // comparison runs the API-path and HTTP rows on each engine (bench/README.md, "The path production takes")
     suites: { type: 'string' },
   },
 })

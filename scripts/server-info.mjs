@@ -21,7 +21,7 @@ export async function describeServer (client) {
   return { engine: 'mongodb', name: 'MongoDB', version: String(info.version), reportsMongoVersion: String(info.version) }
 }
 
-/** Each behaviour: the name a skip states, and what the probe checks. Order = the README table's. */
+/** Each behaviour: the name a skip states, and what the probe checks. Order = the capability table's (CONTRIBUTING.md). */
 export const CAPABILITIES = {
   perStatementInsertErrors: {
     name: 'per-statement insert errors',
@@ -220,7 +220,7 @@ export function capabilityLines (caps) {
   return Object.entries(CAPABILITIES).map(([key, c]) => `${caps[key] ? 'yes' : 'no '}  ${c.name}: ${c.what}`)
 }
 
-/** The README's capability table: one column per measured server. */
+/** The capability table (CONTRIBUTING.md): one column per measured server. */
 export function capabilityMarkdown (columns) {
   const head = `| capability (what the probe checks) | ${columns.map(c => c.title).join(' | ')} |`
   const rule = `| --- | ${columns.map(() => '---').join(' | ')} |`
@@ -231,7 +231,7 @@ export function capabilityMarkdown (columns) {
 
 // CLI: node scripts/server-info.mjs [--markdown] [URI…]
 // Without URIs: the server resolve-db.mjs finds (MONGODB_URI, FWB_ENGINE…). --markdown prints the
-// README's capability table, one column per server.
+// the capability table (CONTRIBUTING.md), one column per server.
 if (process.argv[1] !== undefined && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
   const args = process.argv.slice(2)
   const uris = args.filter(a => !a.startsWith('--'))

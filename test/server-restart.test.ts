@@ -12,7 +12,7 @@ import { privateServerUnavailable, startPrivateServer, type PrivateServer } from
  * integration files, not alone: its server is a private instance of the suite's engine (the
  * shared one is never stopped), and it asserts budgets (60 s per write), not timings.
  * The client reaches the server through the fault proxy, which passes the server's closes on
- * as resets: the FIN a stopped server sends can wedge the driver's monitor for good (README,
+ * as resets: the FIN a stopped server sends can wedge the driver's monitor for good (docs/outcomes.md,
  * "Known driver issues"; it did here once, under load), which would test the driver, not the
  * buffer. A failing run prints the driver's view.
  */

@@ -80,7 +80,7 @@ const HEADER_BYTES = 16
  * monitor for good when the server does not stream heartbeats (no `topologyVersion`:
  * FerretDB, DocumentDB): the socket is destroyed, its 'close' not yet emitted, and a heartbeat
  * started in that window writes to it and waits for a 'drain' that never comes. Every later
- * server selection then fails with the error that made the server Unknown (README, "Known
+ * server selection then fails with the error that made the server Unknown (docs/outcomes.md, "Known
  * driver issues"; seen in the fault suite and in the restart test, under load). With a reset,
  * the driver learns of the end from the socket's error, in the same tick, and the fault tests
  * test the buffer rather than that wedge.

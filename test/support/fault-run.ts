@@ -33,7 +33,7 @@ export async function insertCopies (name: string, from: Db): Promise<Map<number,
 /**
  * The driver's view of a server (heartbeats, pool clears, a heartbeat under way, its monitor's
  * state), printed when a fault test fails: a diagnosis, not asserted. It found the driver's
- * monitor wedge (README, "Known driver issues").
+ * monitor wedge (docs/outcomes.md, "Known driver issues").
  */
 export class MonitorWatch {
   readonly #log: string[] = []
