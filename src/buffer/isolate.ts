@@ -2,6 +2,7 @@ import type { AnyBulkWriteOperation } from 'mongodb'
 import type { SentAnswer } from '../mongo/write-command.js'
 import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../errors.js'
 import { closedConnection, commandRefusal, describeError, hasWriteErrors, isServerRefusal, type Failure, type PartialFailure } from '../mongo/driver-errors.js'
+import { knownCode } from '../mongo/server-codes.js'
 import { uncoalesce } from '../write/coalesce.js'
 import { isRetrySafe } from '../write/retry-safety.js'
 import { INSERT, SETTLED, type WriteOp, type WriteResult } from '../write/write-op.js'
@@ -18,8 +19,8 @@ import { PartialFailureReader, resultOf } from './outcomes.js'
  * them when nothing was applied (MongoDB, a code raised before execution); otherwise only the
  * retry-safe ones — the rest are told `unknown` at once. Halves go one after the other (2⌈log2 n⌉
  * extra round trips for one bad write; one command on the wire per refused batch). Two halves
- * refused with one code are a refusal of the command, however it is coded: every write is told,
- * nothing is split further.
+ * refused with one code the code table does not know are a refusal of the command, however it
+ * is coded: every write is told, nothing is split further.
  * A refusal that cannot be a statement's (authorization, a bad namespace: COMMAND_WIDE) is not
  * split: the writes fail together, once. While a batch is isolated it stays in flight: its
  * targets stay held and its in-flight slot taken, which also caps how many batches are split
@@ -177,10 +178,12 @@ export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failur
     // maxInFlight slot says (together, one refusal put ~n/2 commands out at once)
     const a = await sendOnce(halves[0] as WriteOp[], ctx, out)
     const b = await sendOnce(halves[1] as WriteOp[], ctx, out)
-    if (a.kind === 'refused' && b.kind === 'refused' && sameCode(a.refusal, b.refusal)) {
-      // both halves refused alike: the command is refused, not a statement of it (an unknown
-      // code such as Atlas's 8000 for a permission): every write told once, no split further
-      // (a command-wide refusal costs 3 commands, not 2n)
+    if (a.kind === 'refused' && b.kind === 'refused' && sameUnknownCode(a.refusal, b.refusal)) {
+      // both halves refused alike with a code the table does not know (Atlas's 8000 for a
+      // permission): the command is refused, not a statement of it — every write told once, no
+      // split further (3 commands, not 2n). A known statement code (BadValue, a collation
+      // refused by DocumentDB…) is split down to its writes: two bad ones in different halves
+      // must not fail their mates.
       for (const half of [[halves[0], a], [halves[1], b]] as const) {
         const proof = half[1].failure.outcome === 'rejected'
         for (const op of half[0] as WriteOp[]) out.rejected(op, pinned(op, half[1].refusal, proof && !op.maybeApplied ? 'rejected' : 'unknown'))
@@ -216,10 +219,10 @@ async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
   return sent.kind === 'refused' ? await isolate(ops, sent.refusal, sent.failure, ctx, out) : sent
 }
 
-/** Whether two refusals carry one server code. */
-function sameCode (a: unknown, b: unknown): boolean {
+/** Whether two refusals carry one server code, one the code table does not know (server-codes.ts). */
+function sameUnknownCode (a: unknown, b: unknown): boolean {
   const ca = (a as { code?: unknown }).code
-  return typeof ca === 'number' && ca === (b as { code?: unknown }).code
+  return typeof ca === 'number' && ca === (b as { code?: unknown }).code && !knownCode(ca)
 }
 
 /** Sends a part once; a refusal of the whole command that is not transient comes back to be isolated (or, for two halves alike, not). */
@@ -303,7 +306,7 @@ function pinned (op: WriteOp, refusal: unknown, outcome: 'rejected' | 'unknown')
     return new WriteBufferError(ErrorCodes.BATCH_FAILED, `a statement of its batch was refused (${describeError(refusal)}) and this server does not say which (isolate.ts#indexesProven); this write may have been applied`, outcome, op.attempts, refusal)
   }
   if (closedConnection(refusal)) {
-    return new WriteBufferError(ErrorCodes.BATCH_FAILED, `the connection closed under every command that carried this write, the last with it alone (${describeError(refusal)}): the server may have dropped it for this write (docs/server-behaviours.md: a poison can close the connection)`, outcome, op.attempts, refusal)
+    return new WriteBufferError(ErrorCodes.BATCH_FAILED, `the connection closed under the commands that carried this write (${describeError(refusal)}): the server may drop the connection on this write, and it may have been applied (docs/server-behaviours.md: a poison can close the connection)`, outcome, op.attempts, refusal)
   }
   if (typeof r.code === 'number') {
     return new WriteRejectedError(r.code, typeof r.message === 'string' ? r.message : 'write refused', op.attempts, undefined, outcome)

@@ -52,6 +52,8 @@ export class Retries {
   onFence: ((batch: Batch, started: boolean) => void) | undefined
   /** per batch waiting for its fence's proof: the timer that tells its writes their deadline passed (#watchDeadlines) */
   readonly #deadlineTimers = new Map<Batch, NodeJS.Timeout>()
+  /** batches waiting out a fence in flight, not held here (Sender#isolateClosed): their deadlines are watched all the same */
+  readonly #inPlace = new Set<Batch>()
 
   constructor (
     readonly policy: BackoffPolicy,
@@ -115,13 +117,26 @@ export class Retries {
     if (earliest === 0) return
     const timer = setTimeout(() => {
       this.#deadlineTimers.delete(batch)
-      if (!this.#backingOff.has(batch) || batch.retryTimer !== null) return // released, or its wait is timed now
+      const waiting = this.#inPlace.has(batch) || (this.#backingOff.has(batch) && batch.retryTimer === null)
+      if (!waiting) return // released, or its wait is timed now
       const now = Date.now()
       for (const op of batch.ops) if (op.state === IN_FLIGHT && op.deadline > 0 && op.deadline <= now) this.timedOut(op)
       this.#watchDeadlines(batch)
     }, Math.max(0, earliest - Date.now()))
     if (this.#stopped) timer.unref()
     this.#deadlineTimers.set(batch, timer)
+  }
+
+  /** Tells the writes of `batch`, in flight and waiting in place, when their deadline passes (until unwatch()). */
+  watchDeadlines (batch: Batch): void {
+    this.#inPlace.add(batch)
+    this.#watchDeadlines(batch)
+  }
+
+  /** The wait in place is over. */
+  unwatch (batch: Batch): void {
+    this.#inPlace.delete(batch)
+    this.#unwatch(batch)
   }
 
   /** Its wait is timed now, or over: nothing to watch. */

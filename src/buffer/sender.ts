@@ -175,15 +175,17 @@ export class Sender {
    * fenced from the last close, as after any ambiguous failure.
    */
   async #isolateClosed (batch: Batch, err: unknown, span: TraceLink | undefined): Promise<void> {
-    const windowMs = this.options.maxTimeMS + FENCE_MARGIN_MS
-    await waitOut(Date.now(), windowMs, this.liveness)
-    const closed = { at: 0 }
-    await this.#refused(batch, err, span, unprovenFailure(err), closed)
-    if (closed.at === 0) return
-    const settled = batch.ops.filter(op => op.state === SETTLED)
-    if (settled.length > 0) {
-      this.retries.fence(new Batch(batch.queue, settled, false), { until: closed.at + windowMs, proof: this.liveness.replyAfter(closed.at), windowMs })
+    // this attempt may have applied any of them (the connection closed under it)
+    for (const op of batch.ops) if (op.state !== SETTLED) op.maybeApplied = true
+    // the wait is in flight, out of Deadlines' and Retries' sight: a write whose deadline passes
+    // meanwhile is told so then (WRITE_BUFFER_TIMEOUT, unknown), as one waiting for its retry is
+    this.retries.watchDeadlines(batch)
+    try {
+      await waitOut(Date.now(), this.options.maxTimeMS + FENCE_MARGIN_MS, this.liveness)
+    } finally {
+      this.retries.unwatch(batch)
     }
+    await this.#refused(batch, err, span, unprovenFailure(err), { at: 0 })
   }
 
   /**
@@ -232,12 +234,39 @@ export class Sender {
     const confirm = (ids: unknown[]): Promise<Set<string> | null> => confirmInserted(queue.collection, ids)
     const classify = (r: unknown): Promise<Failure> => this.#classifyRefusal(r, route)
     await isolate(live, refusal, failure, { send, classify, confirm, stopped: () => this.#final, ordered: queue.ordered, collection: queue.name, reportsStatements: await this.identity.reportsStatements(), closed }, out)
-    this.#apply(queue, out)
+    // a part whose connection closed may still be running on the server: its targets are fenced
+    // from the last close, the writes to send again included (they wait out the fence as a
+    // retry does). Held in the same turn as the batch is returned, so no pump runs in between.
+    const fence = this.#closedFence(closed)
+    const later = fence === undefined ? [] : out.toSendAgain.filter(op => op.state === IN_FLIGHT)
+    this.#apply(queue, out, later.length === 0 ? out.toSendAgain : out.toSendAgain.filter(op => op.state !== IN_FLIGHT))
     if (out.failedOps.length > 0) {
       this.#wholeFailed(batch, out.failedWith, span, undefined, out.failedOps)
     } else {
       this.#return(batch)
     }
+    if (fence === undefined) return
+    if (later.length > 0) this.#retryAfter(queue, later, fence)
+    // the writes failed otherwise (failedOps) are fenced by #wholeFailed, by their own failure
+    const failed = new Set(out.failedOps)
+    const settled = live.filter(op => op.state === SETTLED && !failed.has(op))
+    if (settled.length > 0) this.retries.fence(new Batch(queue, settled, false), fence)
+  }
+
+  /** The fence after the last closed connection of an isolation (none if no connection closed). */
+  #closedFence (closed: { at: number } | undefined): Fence | undefined {
+    if (closed === undefined || closed.at === 0) return undefined
+    const windowMs = this.options.maxTimeMS + FENCE_MARGIN_MS
+    return { until: closed.at + windowMs, proof: this.liveness.replyAfter(closed.at), windowMs }
+  }
+
+  /** Writes (in flight) sent again once `fence` ends, as a retry; told so instead if close() gave up. */
+  #retryAfter (queue: Batch['queue'], ops: WriteOp[], fence: Fence): void {
+    if (this.#final) {
+      for (const op of ops) this.settler.reject(op, closedError(op, 'before this write could be sent again'))
+      return
+    }
+    this.retries.schedule(new Batch(queue, ops, false), fence)
   }
 
   /** Writes to send again at the head of their queue (unless close() gave up: then they are told so); those not yet back in state QUEUED count their attempt. */
@@ -325,7 +354,7 @@ export class Sender {
   }
 
   /** Acts on what was decided per write: the applied resolved (told to the cache bus first), the refused rejected, the rest sent again. */
-  #apply (queue: Batch['queue'], out: IsolationOutcome): void {
+  #apply (queue: Batch['queue'], out: IsolationOutcome, again: WriteOp[] = out.toSendAgain): void {
     const { applied, results } = out
     if (applied.length > 0) {
       this.onAcknowledged?.(queue.name, applied, i => (results[i] as { upsertedId?: unknown }).upsertedId)
@@ -333,7 +362,7 @@ export class Sender {
     }
     for (const { op, err } of out.refused) this.settler.reject(op, err)
     queue.uncoalesced(out.uncoalescedCount)
-    this.#requeue(queue, out.toSendAgain)
+    this.#requeue(queue, again)
   }
 
   /** Some writes were refused by the server; the others were acknowledged (or never executed). */

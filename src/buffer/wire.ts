@@ -66,7 +66,9 @@ export class Wire {
   /** How a batch of these writes travels (see the class comment). */
   routeOf (ops: readonly WriteOp[]): Route {
     if (this.commands === undefined) return BULK_WRITE
-    if (this.commandsOnly()) return WriteCommand.covers(ops, false) ? COMMAND : BULK_WRITE
+    // a lone write always fits one command body (a statement is under 16 MiB: build-op.ts);
+    // batches of more are bounded to INLINE_MAX_BYTES here (commandMaxBytes)
+    if (this.commandsOnly()) return ops.length === 1 || WriteCommand.covers(ops, false) ? COMMAND : BULK_WRITE
     return !this.driverRetries.mayRetry() && WriteCommand.covers(ops, true) ? COMMAND : BULK_WRITE
   }
 

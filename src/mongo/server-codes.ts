@@ -93,6 +93,11 @@ const RULES: ReadonlyMap<number, CodeRule> = new Map([
 
 const UNKNOWN_CODE: CodeRule = { when: 'during', transient: false }
 
+/** Whether the table knows `code` (an unlisted one, such as Atlas's 8000, may be anything: isolate.ts stops splitting on it sooner). */
+export function knownCode (code: number): boolean {
+  return RULES.has(code)
+}
+
 /** The rule for a code of a whole-command failure (an unlisted code: ambiguous, not transient). */
 export function ruleOf (code: number | undefined): CodeRule {
   return code === undefined ? UNKNOWN_CODE : RULES.get(code) ?? UNKNOWN_CODE

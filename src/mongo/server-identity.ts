@@ -53,13 +53,15 @@ export function nonGenuineHost (hosts: ReadonlyArray<{ host?: string } | string>
 export class ServerIdentity {
   #known: Verdict | undefined
   #asking: Promise<Verdict> | null = null
+  /** Date.now() before which a buildInfo that could not be sent is not sent again */
+  #askAgainAt = 0
 
   constructor (readonly db: Pick<Db, 'command'> & { client?: unknown }) {}
 
   /** MongoDB or not, once known (a buildInfo answered, or a host known not to be); undefined before. */
   knownMongoDB (): boolean | undefined { return this.#known?.mongo }
 
-  /** MongoDB or not; a failed buildInfo answers false (not proven) and is asked again next time. */
+  /** MongoDB or not; a failed buildInfo answers false (not proven): refused, for good; unsent, asked again after ASK_AGAIN_MS. */
   async isMongoDB (): Promise<boolean> { return (await this.#verdict()).mongo }
 
   /** Whether its write errors name their statements by index (reportsStatements); false when not proven. */
@@ -70,13 +72,23 @@ export class ServerIdentity {
     if (typeof this.db.command !== 'function') return Promise.resolve(UNPROVEN)
     const hosts = (this.db as { client?: { options?: { hosts?: Array<{ host?: string }> } } }).client?.options?.hosts
     if (nonGenuineHost(hosts)) return Promise.resolve(this.#known = UNPROVEN)
+    if (this.#asking === null && Date.now() < this.#askAgainAt) return Promise.resolve(UNPROVEN)
     this.#asking ??= this.db.command({ buildInfo: 1 }).then(
       info => (this.#known = { mongo: looksLikeMongoDB(info), statements: reportsStatements(info) }),
-      () => UNPROVEN
+      (err: unknown) => {
+        // an answer refusing buildInfo (Atlas's Stable API strict mode: APIStrictError) is final:
+        // not proven MongoDB, for good; a failure to reach the server is asked again, not before
+        // ASK_AGAIN_MS (wire.ts asks at every batch while it does not know)
+        if (typeof (err as { code?: unknown } | null)?.code === 'number') this.#known = UNPROVEN
+        else this.#askAgainAt = Date.now() + ASK_AGAIN_MS
+        return UNPROVEN
+      }
     ).finally(() => { this.#asking = null })
     return this.#asking
   }
 }
 
 interface Verdict { mongo: boolean, statements: boolean }
+/** How long after a buildInfo that could not reach the server it is asked again. */
+const ASK_AGAIN_MS = 5_000
 const UNPROVEN: Verdict = Object.freeze({ mongo: false, statements: false })

@@ -98,7 +98,7 @@ export class WriteCommand {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as WriteOp
       if (insertsOnly && op.kind !== INSERT) return false
-      bytes += op.bytes
+      bytes += op.bytes + op.carried // the updates coalesced into it travel in its statement
     }
     return bytes <= INLINE_MAX_BYTES
   }
@@ -142,18 +142,24 @@ const COMMAND_OF_METHOD: Record<string, number> = { insertOne: 0, updateOne: 1, 
  * `{ q, limit: 1 | 0, collation?, hint? }`. The caller adds ordered, maxTimeMS and the write concern.
  */
 export function commandOf (name: string, models: readonly AnyBulkWriteOperation[]): Document {
-  const first = models[0] as Record<string, WriteBody>
-  const method = Object.keys(first)[0] as string
+  const method = methodOf(models[0] as Record<string, WriteBody>)
   const c = COMMAND_OF_METHOD[method] as number
   const statements = new Array<Document>(models.length)
   for (let i = 0; i < models.length; i++) {
     const m = models[i] as Record<string, WriteBody>
-    const key = Object.keys(m)[0] as string
+    const key = methodOf(m)
     if (COMMAND_OF_METHOD[key] !== c) throw new TypeError(`a write command holds one kind of write: ${method} and ${key} in one batch`)
     statements[i] = statementOf(key, m[key] as WriteBody)
   }
   if (c === COMMAND_OF[INSERT]) return { insert: name, documents: statements }
   return COMMAND_NAME[c] === 'update' ? { update: name, updates: statements } : { delete: name, deletes: statements }
+}
+
+/** A model's one key, its method (`{ insertOne: … }` → 'insertOne'), without allocating a key list. */
+function methodOf (model: Record<string, WriteBody>): string {
+  // eslint-disable-next-line no-unreachable-loop -- the first key is the one wanted
+  for (const key in model) return key
+  throw new TypeError('an empty write model')
 }
 
 function statementOf (method: string, body: WriteBody): Document {

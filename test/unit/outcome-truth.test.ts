@@ -145,14 +145,29 @@ describe('a whole-command refusal is isolated to the write to blame', () => {
     expect(fake.docs('c')).toHaveLength(0)
   })
 
-  it('two bad writes of one code in different halves: the split stops there too — the halves\' writes are told the refusal, nothing is applied twice', async () => {
+  it('two bad writes of one known code (BadValue) in different halves: split down to them, their mates applied once', async () => {
     const { fake, c } = harness(FAST)
     fake.fallback = refuseCollation(2)
     const writes = Array.from({ length: 8 }, (_, i) => settle(c.updateOne({ _id: i }, { $inc: { n: 1 } },
       i === 1 || i === 6 ? { upsert: true, collation: { locale: 'fr' } } : { upsert: true })))
     const results = outcomes(await Promise.all(writes))
+    expect(results.filter(r => r === 'ok')).toHaveLength(6)
+    expect([results[1], results[6]]).toEqual(['2/rejected', '2/rejected']) // MongoDB, a code raised before execution
+    expect(fake.docs('c')).toHaveLength(6)
+    expect(fake.docs('c').every(d => d.n === 1)).toBe(true)
+  })
+
+  it('two bad writes of one unknown code in different halves: read as a refusal of the command (the price of stopping at 3 commands), every write told once, none applied', async () => {
+    const { fake, c } = harness(FAST)
+    fake.fallback = (call, db) => {
+      if (call.bodies.some(b => b.collation !== undefined)) throw commandError(8000, 'unknown refusal')
+      return apply(call, db)
+    }
+    const writes = Array.from({ length: 8 }, (_, i) => settle(c.updateOne({ _id: i }, { $set: { v: i } },
+      i === 1 || i === 6 ? { upsert: true, collation: { locale: 'fr' } } : { upsert: true })))
+    const results = outcomes(await Promise.all(writes))
     expect(fake.calls).toHaveLength(3)
-    expect(new Set(results)).toEqual(new Set(['2/rejected'])) // MongoDB, a code raised before execution: nothing applied
+    expect(new Set(results)).toEqual(new Set(['8000/unknown']))
     expect(fake.docs('c')).toHaveLength(0)
   })
 
@@ -447,6 +462,56 @@ describe('a poison the server closes the connection on (FerretDB 1.24 on NaN: do
       expect(fake.calls.length).toBeLessThanOrEqual(Math.ceil(n / 999) * 2 + 2 * levels + 2)
     })
   }
+
+  it('a later write of the culprit\'s document, parked while the batch is isolated, waits out the fence from the last close (review: it went out before the fence was in place)', async () => {
+    useFakeClock()
+    const { fake, c } = harness({ ...FAST, maxTimeMS: 1_000, lingerMs: 5, retry: { baseDelayMs: 1, maxAttempts: 4 } })
+    fake.server = 'ferretdb'
+    const sentAt: number[] = []
+    let lastClose = 0
+    fake.fallback = (call, db) => {
+      if (call.bodies.some(b => (b.update as Document | undefined)?.$set?.v === 2)) sentAt.push(Date.now())
+      try {
+        return dropsNaN(call, db)
+      } catch (err) {
+        lastClose = Date.now()
+        throw err
+      }
+    }
+    const culprit = settle(c.updateOne({ _id: 'p' }, { $set: { a: NaN } }, { upsert: true }))
+    const mate = settle(c.updateOne({ _id: 'q' }, { $set: { b: 1 } }, { upsert: true }))
+    // past the first close and its fence (2 s), into the second close's wait (2 s more)
+    for (let i = 0; i < 60; i++) await fastForwardStep(50)
+    const later = settle(c.updateOne({ _id: 'p' }, { $set: { v: 2 } }, { upsert: true }))
+    const results = outcomes(await forwarded([culprit, mate, later]))
+    expect(results.slice(0, 2)).toEqual([`${ErrorCodes.BATCH_FAILED}/unknown`, 'ok'])
+    expect(results[2]).toBe('ok')
+    expect(sentAt.length).toBeGreaterThan(0)
+    expect((sentAt[0] as number) - lastClose).toBeGreaterThanOrEqual(2_000 - 50) // maxTimeMS + 1 s after the last close
+  })
+
+  it('the server goes silent after the second close: the writes waiting out the fence in flight are told their deadline passed (review: they waited as long as the silence)', async () => {
+    useFakeClock()
+    const { fake, c } = harness({ ...FAST, maxTimeMS: 1_000, writeTimeoutMs: 8_000, retry: { baseDelayMs: 1, maxAttempts: 4 } })
+    fake.server = 'ferretdb'
+    let closes = 0
+    fake.fallback = (call, db) => {
+      try {
+        return dropsNaN(call, db)
+      } catch (err) {
+        if (++closes === 2) fake.pingGate = new Promise<void>(() => {}) // silent from now on
+        throw err
+      }
+    }
+    const t0 = Date.now()
+    const writes = [settle(c.insertOne({ a: NaN })), settle(c.insertOne({ b: 1 }))]
+    const settled = await fastForward(Promise.all(writes))
+    expect(settled.status).toBe('fulfilled')
+    const results = outcomes(settled.status === 'fulfilled' ? settled.value : [])
+    expect(results).toEqual([`${ErrorCodes.TIMEOUT}/unknown`, `${ErrorCodes.TIMEOUT}/unknown`])
+    expect(closes).toBe(2)
+    expect(Date.now() - t0).toBeLessThan(30_000) // settled by their deadline, not by the end of the 10 fake minutes
+  })
 
   it('a $inc among them is told unknown at once after the second close (it may have been applied), never resent; its retry-safe mates are stored', async () => {
     useFakeClock()

@@ -155,3 +155,15 @@ describe('Wire#routeOf: the driver resends on its own only where that is exactly
     expect(w.commandMaxBytes()).toBeUndefined()
   })
 })
+
+describe('Wire#routeOf: a lone write over 4 MiB where only commands may go (review)', () => {
+  it('goes as a command too: a bulkWrite would let the driver resend it on a server that is not MongoDB', () => {
+    const client = new MongoClient('mongodb://127.0.0.1:9/x') // never connected
+    const retries = { mayRetry: () => true, mayHaveRetried: () => true, standalone: () => false } as unknown as DriverRetries
+    const identity = { knownMongoDB: () => false, isMongoDB: async () => false } as unknown as ServerIdentity
+    const w = new Wire({ writeConcern: undefined, maxTimeMS: 5000 }, retries, identity, new Tracing('x', undefined), WriteCommand.for(client.db('x'), undefined, 5000))
+    const big = buildUpdate(false, { _id: 1 }, { $set: { s: 'x'.repeat(5 * 1024 * 1024) } }, undefined)
+    expect(w.routeOf([big])).toBe(COMMAND)
+    expect(w.routeOf([big, update()])).toBe(BULK_WRITE) // never made: batches are bounded to 4 MiB there (commandMaxBytes)
+  })
+})
