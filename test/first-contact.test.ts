@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ObjectId, type Db, type MongoClient } from 'mongodb'
-import { freePort } from './support/child-server.js'
+import { eachLine, freePort } from './support/child-server.js'
 import { mongoUri, openDb } from './helpers.js'
 
 /**
@@ -37,16 +37,9 @@ async function startGroup (args: string[], port: number, ready = 'Server listeni
   let listening!: () => void
   const isReady = new Promise<void>(resolve => { listening = resolve })
   for (const stream of [child.stdout, child.stderr]) {
-    let buffered = ''
-    stream.setEncoding('utf8').on('data', (chunk: string) => {
-      buffered += chunk
-      let nl: number
-      while ((nl = buffered.indexOf('\n')) !== -1) {
-        const line = buffered.slice(0, nl)
-        buffered = buffered.slice(nl + 1)
-        lines.push(line)
-        if (line.includes(ready)) listening()
-      }
+    eachLine(stream, line => {
+      lines.push(line)
+      if (line.includes(ready)) listening()
     })
   }
   const exited = once(child, 'exit').then(([code, signal]) => ({ code, signal, lines }) as Run)
