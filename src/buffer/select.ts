@@ -1,5 +1,6 @@
 import { tryCoalesce } from '../write/coalesce.js'
 import { COMMAND_OF, QUEUED, type WriteOp } from '../write/write-op.js'
+import type { BatchLimits, TakeMoment } from './batch.js'
 
 /**
  * Which queued writes go together in the next batch: the rule, as a function of what it reads.
@@ -22,12 +23,6 @@ import { COMMAND_OF, QUEUED, type WriteOp } from '../write/write-op.js'
  *   coalesce into it now, in order, until one cannot.
  * An ordered queue takes a run of one command from the head, and stops at a lingering write.
  */
-
-/** Limits of one batch (the Dispatcher's `BatchLimits`). */
-export interface Limits { maxCount: number, maxBytes: number, coalesce: boolean }
-
-/** The moment of a take (the Dispatcher's `TakeMoment`): lingering writes go when flushing. */
-export interface Moment { now: number, flushing: boolean }
 
 /** The queue's list: its writes in order from `head` (an OpList). Read only. */
 export interface ListWindow {
@@ -80,7 +75,7 @@ function selection (stop: number): Selection {
  * The fast path, while the list holds only fresh inserts (no two can share a target, none can
  * be held): the writes from the head, up to the limits. Their targets are never computed.
  */
-export function selectFresh (list: ListWindow, limits: Limits, now: number): Selection {
+export function selectFresh (list: ListWindow, limits: BatchLimits, now: number): Selection {
   const { items, head } = list
   const end = items.length
   const out = selection(end)
@@ -114,7 +109,7 @@ function chosen (items: readonly WriteOp[], from: number, to: number, count: num
 }
 
 /** The next batch of a queue (the rule: see the header). */
-export function select (list: ListWindow, targets: Targets, limits: Limits, at: Moment, ordered: boolean): Selection {
+export function select (list: ListWindow, targets: Targets, limits: BatchLimits, at: TakeMoment, ordered: boolean): Selection {
   const { items } = list
   const { maxCount, maxBytes, coalesce } = limits
   const { now, flushing } = at

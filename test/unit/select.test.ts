@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from 'vitest'
 import { apply, hold, pause } from './fake-db.js'
 import { harness, useFakeClock } from './harness.js'
-import { select, selectFresh, type Limits, type Moment, type Selection, type Targets } from '../../src/buffer/select.js'
+import type { BatchLimits, TakeMoment } from '../../src/buffer/batch.js'
+import { select, selectFresh, type Selection, type Targets } from '../../src/buffer/select.js'
 import { buildDelete, buildInsert, buildUpdate } from '../../src/write/build-op.js'
 import type { WriteOp } from '../../src/write/write-op.js'
 
@@ -9,9 +10,9 @@ import type { WriteOp } from '../../src/write/write-op.js'
 // targets held and parked — no queue, no Db.
 
 const NOW = 1_000_000
-const AT: Moment = { now: NOW, flushing: false }
-const FLUSHING: Moment = { now: NOW, flushing: true }
-const LIMITS: Limits = { maxCount: 1000, maxBytes: 16 * 1024 * 1024, coalesce: true }
+const AT: TakeMoment = { now: NOW, flushing: false }
+const FLUSHING: TakeMoment = { now: NOW, flushing: true }
+const LIMITS: BatchLimits = { maxCount: 1000, maxBytes: 16 * 1024 * 1024, coalesce: true }
 
 function queued (op: WriteOp): WriteOp {
   op.enqueue()
@@ -47,7 +48,7 @@ class FakeTargets implements Targets {
   parkedOf = (target: string): readonly WriteOp[] | undefined => this.chains.get(target)
 }
 
-function pick (ops: WriteOp[], targets: Targets = new FakeTargets(), limits: Partial<Limits> = {}, at = AT, ordered = false): Selection {
+function pick (ops: WriteOp[], targets: Targets = new FakeTargets(), limits: Partial<BatchLimits> = {}, at = AT, ordered = false): Selection {
   const items = Object.freeze([...ops]) // select() must not change the list
   return select({ items, head: 0 }, targets, { ...LIMITS, ...limits }, at, ordered)
 }
