@@ -91,8 +91,7 @@ export class Batch {
       if (op.traceLink !== undefined) linked = true
       if (op.coalesced !== null) {
         for (const c of op.coalesced) {
-          c.send()
-          c.attempts = op.attempts
+          c.sendWith(op)
           if (c.traceLink !== undefined) linked = true
         }
       }

@@ -138,7 +138,7 @@ export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failur
     // only some could undo a later one that already ran (a $set resent after the $inc that
     // followed it). All go again, or none (Sender#wholeFailed's rule)
     for (const op of ops) {
-      op.maybeApplied = true
+      op.mayHaveApplied()
       out.rejected(op, pinned(op, refusal, 'unknown'))
     }
     return DONE
@@ -150,10 +150,10 @@ export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failur
     } else if (isRetrySafe(op)) {
       // the refused command may have applied it: what its resend is told must allow for that
       // (a duplicate key of a generated _id is then looked up; any other error is unknown)
-      op.maybeApplied = true
+      op.mayHaveApplied()
       resend.push(op)
     } else {
-      op.maybeApplied = true
+      op.mayHaveApplied()
       out.rejected(op, pinned(op, refusal, 'unknown'))
     }
   }
@@ -234,8 +234,7 @@ async function sendOnce (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
   const models = new Array<AnyBulkWriteOperation>(ops.length)
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i] as WriteOp
-    op.attempts++
-    if (op.coalesced !== null) for (const c of op.coalesced) c.attempts = op.attempts
+    op.sentAgainInPart()
     models[i] = op.model
   }
   let result: SentAnswer

@@ -28,9 +28,9 @@ export interface RetryPolicy { maxAttempts: number, baseDelayMs: number }
 /**
  * A whole bulkWrite failed (no per-write errors): 'retry' when the failure is transient and
  * sending `op` again cannot apply it twice and it has attempts and time left; else the error.
+ * (When the failure's outcome is unknown the Sender has marked the write maybe applied.)
  */
 export function afterBatchFailure (op: WriteOp, failure: Failure, retryAt: number, policy: RetryPolicy, collection: string): 'retry' | Error {
-  if (failure.outcome === 'unknown') op.maybeApplied = true
   const canRetry = failure.transient && op.attempts < policy.maxAttempts &&
     (op.deadline === 0 || op.deadline > retryAt) &&
     (failure.outcome === 'not-sent' || isRetrySafe(op))

@@ -176,7 +176,7 @@ export class Sender {
    */
   async #isolateClosed (batch: Batch, err: unknown, span: TraceLink | undefined): Promise<void> {
     // this attempt may have applied any of them (the connection closed under it)
-    for (const op of batch.ops) if (op.state !== SETTLED) op.maybeApplied = true
+    for (const op of batch.ops) if (op.state !== SETTLED) op.mayHaveApplied()
     // the wait is in flight, out of Deadlines' and Retries' sight: a write whose deadline passes
     // meanwhile is told so then (WRITE_BUFFER_TIMEOUT, unknown), as one waiting for its retry is
     this.retries.watchDeadlines(batch)
@@ -318,6 +318,7 @@ export class Sender {
     const live = ops ?? batch.ops.filter(op => op.state !== SETTLED)
     // a retry goes no sooner than its backoff and the fence: one that would miss its deadline is not made
     const retryAt = Math.max(now + this.options.baseDelayMs, fenceUntil)
+    if (failure.outcome === 'unknown') for (const op of live) op.mayHaveApplied()
     const verdicts = live.map(op => afterBatchFailure(op, failure, retryAt, this.options, name))
     // An ordered batch may hold several writes of one document, applied in order: after an
     // unknown outcome, resending only some of them could undo a later one that already ran

@@ -212,7 +212,7 @@ export function uncoalesce (leader: WriteOp): WriteOp[] {
   for (const op of coalesced) {
     op.alone = true
     op.merged = false
-    op.maybeApplied ||= leader.maybeApplied // an earlier attempt of the coalesced op may have applied it
+    op.uncoalescedFrom(leader) // an earlier attempt of the coalesced op may have applied it
   }
   return coalesced
 }

@@ -106,10 +106,10 @@ export class WriteOp {
   #state: State = CREATED
   /** submission order within the process: a write parked behind its target goes after every earlier one (parked.ts) */
   readonly seq = submitted++
-  /** times sent */
-  attempts = 0
-  /** true once an attempt may have reached the server without a clear answer */
-  maybeApplied = false
+  /** times sent (send(), sentAgainInPart(); sendAgain(false) takes back one that never left) */
+  #attempts = 0
+  /** an attempt may have reached the server without a clear answer (mayHaveApplied()) */
+  #maybeApplied = false
   /** its last attempt ended in a connection closed under it (a poison the server drops the connection on, or a cut): a second one isolates its batch */
   closedBefore = false
   /** the flush() epoch it belongs to (see FlushTracker) */
@@ -161,6 +161,30 @@ export class WriteOp {
 
   get state (): State { return this.#state }
 
+  /** times sent */
+  get attempts (): number { return this.#attempts }
+
+  /** true once an attempt may have reached the server without a clear answer */
+  get maybeApplied (): boolean { return this.#maybeApplied }
+
+  /** An attempt of it may have reached the server without a clear answer: from now on its outcome is never 'not-sent'. */
+  mayHaveApplied (): void { this.#maybeApplied = true }
+
+  /**
+   * Sent once more as part of a split batch (isolate.ts), still in flight: one more attempt,
+   * for the writes coalesced into it too (they travel in its statement).
+   */
+  sentAgainInPart (): void {
+    if (this.#state !== IN_FLIGHT) illegal(this, 'sent again in part')
+    this.#attempts++
+    if (this.coalesced !== null) for (const c of this.coalesced) c.#attempts = this.#attempts
+  }
+
+  /** Taken apart from `leader`, whose statement carried it: its attempts and what they may have applied are its own now. */
+  uncoalescedFrom (leader: WriteOp): void {
+    this.#maybeApplied ||= leader.#maybeApplied
+  }
+
   /** No room yet (onFull: 'wait'). */
   waitForRoom (): void {
     if (this.#state !== CREATED) illegal(this, 'waiting')
@@ -177,7 +201,13 @@ export class WriteOp {
   send (): void {
     if (this.#state !== QUEUED) illegal(this, 'in flight')
     this.#state = IN_FLIGHT
-    this.attempts++
+    this.#attempts++
+  }
+
+  /** Sent in its leader's statement (coalesced into it): the leader's attempt is its own. */
+  sendWith (leader: WriteOp): void {
+    this.send()
+    this.#attempts = leader.#attempts
   }
 
   /**
@@ -187,7 +217,7 @@ export class WriteOp {
   sendAgain (counted = true): void {
     if (this.#state !== IN_FLIGHT) illegal(this, 'queued again')
     this.#state = QUEUED
-    if (!counted) this.attempts--
+    if (!counted) this.#attempts--
     if (this.coalesced !== null) for (const c of this.coalesced) if (c.#state === IN_FLIGHT) c.sendAgain(counted)
   }
 
