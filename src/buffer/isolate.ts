@@ -70,7 +70,8 @@ export class IsolationOutcome implements Isolation {
 }
 
 export interface IsolationContext {
-  send: (models: AnyBulkWriteOperation[]) => Promise<SentAnswer>
+  /** sends a part: these writes, as these models */
+  send: (ops: readonly WriteOp[], models: AnyBulkWriteOperation[]) => Promise<SentAnswer>
   /** what a whole-command refusal means (outcome: 'rejected' when proven not applied; transient) */
   classify: (refusal: unknown) => Promise<Failure>
   /** which of these generated _ids are written (outcomes.ts confirmInserted): a duplicate key of our own earlier attempt */
@@ -239,7 +240,7 @@ async function sendOnce (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
   }
   let result: SentAnswer
   try {
-    result = await ctx.send(models)
+    result = await ctx.send(ops, models)
   } catch (err) {
     const refusal = wholeRefusal(err)
     if (refusal !== undefined) {

@@ -230,7 +230,7 @@ export class Sender {
     const out = new IsolationOutcome()
     this.isolated++
     const route = batch.route
-    const send = (models: AnyBulkWriteOperation[]): Promise<SentAnswer> => this.#wire.sendPart(queue, route, models)
+    const send = (ops: readonly WriteOp[], models: AnyBulkWriteOperation[]): Promise<SentAnswer> => this.#wire.sendPart(queue, route, ops, models)
     const confirm = (ids: unknown[]): Promise<Set<string> | null> => confirmInserted(queue.collection, ids)
     const classify = (r: unknown): Promise<Failure> => this.#classifyRefusal(r, route)
     await isolate(live, refusal, failure, { send, classify, confirm, stopped: () => this.#final, ordered: queue.ordered, collection: queue.name, reportsStatements: await this.identity.reportsStatements(), closed }, out)

@@ -10,8 +10,8 @@ import { BULK_WRITE, COMMAND, type Batch, type BatchQueue, type Route } from './
 function bulkWrite (queue: BatchQueue, models: AnyBulkWriteOperation[], options: BulkWriteOptions): Promise<SentAnswer> {
   return queue.collection.bulkWrite(models, options)
 }
-function writeCommand (queue: BatchQueue, models: AnyBulkWriteOperation[], commands: WriteCommand): Promise<SentAnswer> {
-  return commands.send(queue.collection, models, queue.ordered)
+function writeCommand (queue: BatchQueue, ops: readonly WriteOp[], commands: WriteCommand): Promise<SentAnswer> {
+  return commands.send(queue.collection, ops, queue.ordered)
 }
 
 /**
@@ -92,7 +92,7 @@ export class Wire {
     const queue = batch.queue
     try {
       const sent: Promise<SentAnswer> = batch.route === COMMAND
-        ? this.tracing.send(span, writeCommand, queue, models, this.commands as WriteCommand)
+        ? this.tracing.send(span, writeCommand, queue, batch.ops, this.commands as WriteCommand)
         : this.tracing.send(span, bulkWrite, queue, models, this.#optionsOf(queue))
       // a thenable that is not a native promise (a wrapped Collection) is adopted
       return sent instanceof Promise ? sent : Promise.resolve(sent)
@@ -101,10 +101,10 @@ export class Wire {
     }
   }
 
-  /** Part of a batch, by the batch's route, outside any span (isolation's halves). */
-  sendPart (queue: BatchQueue, route: Route, models: AnyBulkWriteOperation[]): Promise<SentAnswer> {
+  /** Part of a batch (`ops`, their `models`), by the batch's route, outside any span (isolation's halves). */
+  sendPart (queue: BatchQueue, route: Route, ops: readonly WriteOp[], models: AnyBulkWriteOperation[]): Promise<SentAnswer> {
     try {
-      const sent = route === COMMAND ? writeCommand(queue, models, this.commands as WriteCommand) : bulkWrite(queue, models, this.#optionsOf(queue))
+      const sent = route === COMMAND ? writeCommand(queue, ops, this.commands as WriteCommand) : bulkWrite(queue, models, this.#optionsOf(queue))
       return sent instanceof Promise ? sent : Promise.resolve(sent)
     } catch (err) {
       return Promise.reject(err)

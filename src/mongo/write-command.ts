@@ -1,5 +1,5 @@
-import { Db, MongoWriteConcernError, WriteConcern, type AnyBulkWriteOperation, type BulkWriteResult, type Collection, type Document, type WriteConcernSettings } from 'mongodb'
-import { COMMAND_OF, INSERT, type WriteBody, type WriteOp } from '../write/write-op.js'
+import { Db, MongoWriteConcernError, WriteConcern, type BulkWriteResult, type Collection, type Document, type WriteConcernSettings } from 'mongodb'
+import { COMMAND_OF, DELETE_MANY, DELETE_ONE, INSERT, METHOD_OF, REPLACE_ONE, UPDATE_MANY, UPDATE_ONE, type WriteBody, type WriteOp } from '../write/write-op.js'
 import type { ServerWriteError } from './driver-errors.js'
 
 /** All the Sender reads of an acknowledged batch: its upserts, by the index of the write in the batch. */
@@ -41,9 +41,6 @@ export class CommandWriteErrors extends Error {
  * quarter of that (bson-size.ts's estimates are never short). Larger batches go as bulkWrites.
  */
 export const INLINE_MAX_BYTES = 4 * 1024 * 1024
-
-/** The command each kind of write goes in (by COMMAND_OF's number): insert, update (one or many), delete (one or many). */
-const COMMAND_NAME = ['insert', 'update', 'delete', 'update', 'delete'] as const
 
 /**
  * Sends a batch as the one write command (`insert`, `update` or `delete`) an unordered (or
@@ -103,10 +100,10 @@ export class WriteCommand {
     return bytes <= INLINE_MAX_BYTES
   }
 
-  /** Sends the batch's models, all of one command (in order: index i answers for models[i]). */
-  send (collection: Collection, models: readonly AnyBulkWriteOperation[], ordered: boolean): Promise<SentAnswer> {
+  /** Sends the batch's writes, all of one command (in order: index i answers for ops[i]). */
+  send (collection: Collection, ops: readonly WriteOp[], ordered: boolean): Promise<SentAnswer> {
     const { writeConcern, bson } = this.#optionsOf(collection)
-    const command = commandOf(collection.collectionName, models)
+    const command = commandOf(collection.collectionName, ops)
     command.ordered = ordered
     command.maxTimeMS = this.#maxTimeMS
     if (writeConcern !== undefined) command.writeConcern = writeConcern
@@ -132,45 +129,33 @@ export class WriteCommand {
   }
 }
 
-/** The models' method, and the COMMAND_OF number of each (a model is `{ [method]: body }`). */
-const COMMAND_OF_METHOD: Record<string, number> = { insertOne: 0, updateOne: 1, replaceOne: 1, updateMany: 3, deleteOne: 2, deleteMany: 4 }
-
 /**
- * The write command of these models, as the driver's bulk layer builds it (bulk/common.ts,
- * operations/update.ts, operations/delete.ts): `documents` of an insert; `updates` of
- * `{ q, u, upsert?, multi, arrayFilters?, collation?, hint? }`; `deletes` of
- * `{ q, limit: 1 | 0, collation?, hint? }`. The caller adds ordered, maxTimeMS and the write concern.
+ * The write command of these writes (one command's: select.ts), as the driver's bulk layer builds
+ * it from their models (bulk/common.ts, operations/update.ts, operations/delete.ts): `documents` of
+ * an insert; `updates` of `{ q, u, upsert?, multi, arrayFilters?, collation?, hint? }`; `deletes`
+ * of `{ q, limit: 1 | 0, collation?, hint? }`. The caller adds ordered, maxTimeMS and the write concern.
  */
-export function commandOf (name: string, models: readonly AnyBulkWriteOperation[]): Document {
-  const method = methodOf(models[0] as Record<string, WriteBody>)
-  const c = COMMAND_OF_METHOD[method] as number
-  const statements = new Array<Document>(models.length)
-  for (let i = 0; i < models.length; i++) {
-    const m = models[i] as Record<string, WriteBody>
-    const key = methodOf(m)
-    if (COMMAND_OF_METHOD[key] !== c) throw new TypeError(`a write command holds one kind of write: ${method} and ${key} in one batch`)
-    statements[i] = statementOf(key, m[key] as WriteBody)
+export function commandOf (name: string, ops: readonly WriteOp[]): Document {
+  const c = COMMAND_OF[(ops[0] as WriteOp).kind] as number
+  const statements = new Array<Document>(ops.length)
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i] as WriteOp
+    if (COMMAND_OF[op.kind] !== c) throw new TypeError(`a write command holds one kind of write: ${METHOD_OF[(ops[0] as WriteOp).kind]} and ${METHOD_OF[op.kind]} in one batch`)
+    statements[i] = statementOf(op.kind, op.body)
   }
   if (c === COMMAND_OF[INSERT]) return { insert: name, documents: statements }
-  return COMMAND_NAME[c] === 'update' ? { update: name, updates: statements } : { delete: name, deletes: statements }
+  return c === COMMAND_OF[UPDATE_ONE] || c === COMMAND_OF[UPDATE_MANY] ? { update: name, updates: statements } : { delete: name, deletes: statements }
 }
 
-/** A model's one key, its method (`{ insertOne: … }` → 'insertOne'), without allocating a key list. */
-function methodOf (model: Record<string, WriteBody>): string {
-  // eslint-disable-next-line no-unreachable-loop -- the first key is the one wanted
-  for (const key in model) return key
-  throw new TypeError('an empty write model')
-}
-
-function statementOf (method: string, body: WriteBody): Document {
-  if (method === 'insertOne') return body.document as Document
+function statementOf (kind: number, body: WriteBody): Document {
+  if (kind === INSERT) return body.document as Document
   const s: Document = { q: body.filter }
-  if (method === 'deleteOne' || method === 'deleteMany') {
-    s.limit = method === 'deleteOne' ? 1 : 0
+  if (kind === DELETE_ONE || kind === DELETE_MANY) {
+    s.limit = kind === DELETE_ONE ? 1 : 0
   } else {
-    s.u = method === 'replaceOne' ? body.replacement : body.update
+    s.u = kind === REPLACE_ONE ? body.replacement : body.update
     if (body.upsert !== undefined) s.upsert = body.upsert
-    s.multi = method === 'updateMany'
+    s.multi = kind === UPDATE_MANY
     if (body.arrayFilters !== undefined) s.arrayFilters = body.arrayFilters
   }
   if (body.collation !== undefined) s.collation = body.collation

@@ -81,30 +81,30 @@ describe('reading an insert command\'s reply as a bulkWrite\'s answer', () => {
   })
 })
 
-describe('commandOf: a batch as the write command its bulkWrite would be', () => {
-  const models = (...ops: ReturnType<typeof buildInsert>[]) => ops.map(op => op.model)
+describe('commandOf: a batch\'s writes as the write command its bulkWrite would be', () => {
+  const writes = (...ops: Array<ReturnType<typeof buildInsert>>) => ops
 
   it('updates: q, u, upsert, multi and the per-statement options, as the driver builds them', () => {
     const one = buildUpdate(false, { _id: 1 }, { $set: { a: 1 } }, { upsert: true, arrayFilters: [{ 'x.k': 1 }], hint: { _id: 1 } })
     const replace = buildReplace({ _id: 2 }, { b: 2 }, undefined)
-    expect(commandOf('c', models(one, replace))).toEqual({
+    expect(commandOf('c', writes(one, replace))).toEqual({
       update: 'c',
       updates: [
         { q: { _id: 1 }, u: { $set: { a: 1 } }, upsert: true, multi: false, arrayFilters: [{ 'x.k': 1 }], hint: { _id: 1 } },
         { q: { _id: 2 }, u: { b: 2 }, multi: false },
       ],
     })
-    expect(commandOf('c', models(buildUpdate(true, { a: 1 }, { $inc: { n: 1 } }, undefined)))).toEqual({ update: 'c', updates: [{ q: { a: 1 }, u: { $inc: { n: 1 } }, multi: true }] })
+    expect(commandOf('c', writes(buildUpdate(true, { a: 1 }, { $inc: { n: 1 } }, undefined)))).toEqual({ update: 'c', updates: [{ q: { a: 1 }, u: { $inc: { n: 1 } }, multi: true }] })
   })
 
   it('deletes: limit 1 for deleteOne, 0 for deleteMany; inserts: the documents', () => {
-    expect(commandOf('c', models(buildDelete(false, { _id: 1 }, { collation: { locale: 'en' } })))).toEqual({ delete: 'c', deletes: [{ q: { _id: 1 }, limit: 1, collation: { locale: 'en' } }] })
-    expect(commandOf('c', models(buildDelete(true, { a: 1 }, undefined)))).toEqual({ delete: 'c', deletes: [{ q: { a: 1 }, limit: 0 }] })
-    expect(commandOf('c', models(buildInsert({ _id: 7 }, undefined)))).toEqual({ insert: 'c', documents: [{ _id: 7 }] })
+    expect(commandOf('c', writes(buildDelete(false, { _id: 1 }, { collation: { locale: 'en' } })))).toEqual({ delete: 'c', deletes: [{ q: { _id: 1 }, limit: 1, collation: { locale: 'en' } }] })
+    expect(commandOf('c', writes(buildDelete(true, { a: 1 }, undefined)))).toEqual({ delete: 'c', deletes: [{ q: { a: 1 }, limit: 0 }] })
+    expect(commandOf('c', writes(buildInsert({ _id: 7 }, undefined)))).toEqual({ insert: 'c', documents: [{ _id: 7 }] })
   })
 
   it('two commands\' writes in one batch are a bug, never sent as one: TypeError', () => {
-    expect(() => commandOf('c', models(buildInsert({ _id: 7 }, undefined), update()))).toThrow(TypeError)
+    expect(() => commandOf('c', writes(buildInsert({ _id: 7 }, undefined), update()))).toThrow(TypeError)
   })
 
   it('an update reply\'s upserted ([{ index, _id }]) is read as a bulkWrite\'s upsertedIds, beside refused writes too', () => {
@@ -139,6 +139,13 @@ describe('Wire#routeOf: the driver resends on its own only where that is exactly
     expect([notMongo.routeOf(ups), notMongo.routeOf(ins)]).toEqual([COMMAND, COMMAND])
   })
 
+  it('there, a lone write over 4 MiB goes as a command too (review): a bulkWrite would let the driver resend it', () => {
+    const w = wire(retries(true, false), identity(false))
+    const big = buildUpdate(false, { _id: 1 }, { $set: { s: 'x'.repeat(5 * 1024 * 1024) } }, undefined)
+    expect(w.routeOf([big])).toBe(COMMAND)
+    expect(w.routeOf([big, update()])).toBe(BULK_WRITE) // never made: batches are bounded to 4 MiB there (commandMaxBytes)
+  })
+
   it('a replica set known to be MongoDB: bulkWrites, whose errors may answer the driver\'s second attempt', () => {
     const w = wire(retries(true, false), identity(true))
     expect([w.routeOf(ups), w.routeOf(ins)]).toEqual([BULK_WRITE, BULK_WRITE])
@@ -153,17 +160,5 @@ describe('Wire#routeOf: the driver resends on its own only where that is exactly
     expect(w.mayHaveRetried(BULK_WRITE)).toBe(false)
     expect(w.mayResend(BULK_WRITE)).toBe(false)
     expect(w.commandMaxBytes()).toBeUndefined()
-  })
-})
-
-describe('Wire#routeOf: a lone write over 4 MiB where only commands may go (review)', () => {
-  it('goes as a command too: a bulkWrite would let the driver resend it on a server that is not MongoDB', () => {
-    const client = new MongoClient('mongodb://127.0.0.1:9/x') // never connected
-    const retries = { mayRetry: () => true, mayHaveRetried: () => true, standalone: () => false } as unknown as DriverRetries
-    const identity = { knownMongoDB: () => false, isMongoDB: async () => false } as unknown as ServerIdentity
-    const w = new Wire({ writeConcern: undefined, maxTimeMS: 5000 }, retries, identity, new Tracing('x', undefined), WriteCommand.for(client.db('x'), undefined, 5000))
-    const big = buildUpdate(false, { _id: 1 }, { $set: { s: 'x'.repeat(5 * 1024 * 1024) } }, undefined)
-    expect(w.routeOf([big])).toBe(COMMAND)
-    expect(w.routeOf([big, update()])).toBe(BULK_WRITE) // never made: batches are bounded to 4 MiB there (commandMaxBytes)
   })
 })
