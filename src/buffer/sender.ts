@@ -181,7 +181,7 @@ export class Sender {
     // meanwhile is told so then (WRITE_BUFFER_TIMEOUT, unknown), as one waiting for its retry is
     this.retries.watchDeadlines(batch)
     try {
-      await waitOut(Date.now(), this.options.maxTimeMS + FENCE_MARGIN_MS, this.liveness)
+      await waitOut(Date.now(), this.#windowMs, this.liveness)
     } finally {
       this.retries.unwatch(batch)
     }
@@ -253,17 +253,29 @@ export class Sender {
     if (settled.length > 0) this.retries.fence(new Batch(queue, settled, false), fence)
   }
 
+  /** How long after an ambiguous attempt it may still apply: maxTimeMS + margin. */
+  get #windowMs (): number { return this.options.maxTimeMS + FENCE_MARGIN_MS }
+
+  /** The fence of an attempt that failed ambiguously at `at` (Date.now()): its window after that, and after the server's first answer since. */
+  #fenceFrom (at: number): Fence {
+    const windowMs = this.#windowMs
+    return { until: at + windowMs, proof: this.liveness.replyAfter(at), windowMs }
+  }
+
   /** The fence after the last closed connection of an isolation (none if no connection closed). */
   #closedFence (closed: { at: number } | undefined): Fence | undefined {
-    if (closed === undefined || closed.at === 0) return undefined
-    const windowMs = this.options.maxTimeMS + FENCE_MARGIN_MS
-    return { until: closed.at + windowMs, proof: this.liveness.replyAfter(closed.at), windowMs }
+    return closed === undefined || closed.at === 0 ? undefined : this.#fenceFrom(closed.at)
+  }
+
+  /** close() gave up waiting: a write that would be sent again is told so instead (returns how many). */
+  #toldClosed (op: WriteOp): number {
+    return this.settler.reject(op, closedError(op, 'before this write could be sent again'))
   }
 
   /** Writes (in flight) sent again once `fence` ends, as a retry; told so instead if close() gave up. */
   #retryAfter (queue: Batch['queue'], ops: WriteOp[], fence: Fence): void {
     if (this.#final) {
-      for (const op of ops) this.settler.reject(op, closedError(op, 'before this write could be sent again'))
+      for (const op of ops) this.#toldClosed(op)
       return
     }
     this.retries.schedule(new Batch(queue, ops, false), fence)
@@ -272,7 +284,7 @@ export class Sender {
   /** Writes to send again at the head of their queue (unless close() gave up: then they are told so); those not yet back in state QUEUED count their attempt. */
   #requeue (queue: Batch['queue'], again: WriteOp[]): void {
     if (this.#final) {
-      for (const op of again) this.settler.reject(op, closedError(op, 'before this write could be sent again'))
+      for (const op of again) this.#toldClosed(op)
       return
     }
     for (const op of again) if (op.state === IN_FLIGHT) op.sendAgain()
@@ -309,9 +321,8 @@ export class Sender {
     const name = batch.queue.name
     const now = Date.now()
     const answered = isServerRefusal(err) && !this.#wire.mayResend(batch.route)
-    const windowMs = this.options.maxTimeMS + FENCE_MARGIN_MS
-    const fenceUntil = failure.outcome === 'unknown' && !answered ? now + windowMs : 0
-    const fence: Fence | undefined = fenceUntil === 0 ? undefined : { until: fenceUntil, proof: this.liveness.replyAfter(now), windowMs }
+    const fence: Fence | undefined = failure.outcome === 'unknown' && !answered ? this.#fenceFrom(now) : undefined
+    const fenceUntil = fence?.until ?? 0
     const retry: WriteOp[] = []
     const fenced: WriteOp[] = []
     let failed = 0
@@ -334,7 +345,7 @@ export class Sender {
       if (verdict === 'retry' && !this.#final) {
         retry.push(op)
       } else if (verdict === 'retry') {
-        failed += this.settler.reject(op, closedError(op, 'before this write could be sent again'))
+        failed += this.#toldClosed(op)
       } else {
         failed += this.settler.reject(op, verdict)
         if (fenceUntil > 0) fenced.push(op)
