@@ -1,5 +1,6 @@
 import { Db, MongoWriteConcernError, WriteConcern, type BulkWriteResult, type Collection, type Document, type WriteConcernSettings } from 'mongodb'
-import { COMMAND_OF, DELETE_MANY, DELETE_ONE, INSERT, METHOD_OF, REPLACE_ONE, UPDATE_MANY, UPDATE_ONE, type WriteBody, type WriteOp } from '../write/write-op.js'
+import { statementOf } from '../write/build-op.js'
+import { COMMAND_OF, INSERT, METHOD_OF, UPDATE_MANY, UPDATE_ONE, type WriteOp } from '../write/write-op.js'
 import type { ServerWriteError } from './driver-errors.js'
 
 /** All the Sender reads of an acknowledged batch: its upserts, by the index of the write in the batch. */
@@ -132,8 +133,8 @@ export class WriteCommand {
 /**
  * The write command of these writes (one command's: select.ts), as the driver's bulk layer builds
  * it from their models (bulk/common.ts, operations/update.ts, operations/delete.ts): `documents` of
- * an insert; `updates` of `{ q, u, upsert?, multi, arrayFilters?, collation?, hint? }`; `deletes`
- * of `{ q, limit: 1 | 0, collation?, hint? }`. The caller adds ordered, maxTimeMS and the write concern.
+ * an insert; `updates` and `deletes` of the statements build-op.ts#statementOf makes (and measures)
+ * as the driver does. The caller adds ordered, maxTimeMS and the write concern.
  */
 export function commandOf (name: string, ops: readonly WriteOp[]): Document {
   const c = COMMAND_OF[(ops[0] as WriteOp).kind] as number
@@ -141,26 +142,10 @@ export function commandOf (name: string, ops: readonly WriteOp[]): Document {
   for (let i = 0; i < ops.length; i++) {
     const op = ops[i] as WriteOp
     if (COMMAND_OF[op.kind] !== c) throw new TypeError(`a write command holds one kind of write: ${METHOD_OF[(ops[0] as WriteOp).kind]} and ${METHOD_OF[op.kind]} in one batch`)
-    statements[i] = statementOf(op.kind, op.body)
+    statements[i] = op.kind === INSERT ? op.body.document as Document : statementOf(op.kind, op.body)
   }
   if (c === COMMAND_OF[INSERT]) return { insert: name, documents: statements }
   return c === COMMAND_OF[UPDATE_ONE] || c === COMMAND_OF[UPDATE_MANY] ? { update: name, updates: statements } : { delete: name, deletes: statements }
-}
-
-function statementOf (kind: number, body: WriteBody): Document {
-  if (kind === INSERT) return body.document as Document
-  const s: Document = { q: body.filter }
-  if (kind === DELETE_ONE || kind === DELETE_MANY) {
-    s.limit = kind === DELETE_ONE ? 1 : 0
-  } else {
-    s.u = kind === REPLACE_ONE ? body.replacement : body.update
-    if (body.upsert !== undefined) s.upsert = body.upsert
-    s.multi = kind === UPDATE_MANY
-    if (body.arrayFilters !== undefined) s.arrayFilters = body.arrayFilters
-  }
-  if (body.collation !== undefined) s.collation = body.collation
-  if (body.hint !== undefined) s.hint = body.hint
-  return s
 }
 
 /**

@@ -84,14 +84,14 @@ describe('reading an insert command\'s reply as a bulkWrite\'s answer', () => {
 describe('commandOf: a batch\'s writes as the write command its bulkWrite would be', () => {
   const writes = (...ops: Array<ReturnType<typeof buildInsert>>) => ops
 
-  it('updates: q, u, upsert, multi and the per-statement options, as the driver builds them', () => {
+  it('updates: q, u, upsert, multi (only when true, as the driver sends it) and the per-statement options, as the driver builds them', () => {
     const one = buildUpdate(false, { _id: 1 }, { $set: { a: 1 } }, { upsert: true, arrayFilters: [{ 'x.k': 1 }], hint: { _id: 1 } })
     const replace = buildReplace({ _id: 2 }, { b: 2 }, undefined)
     expect(commandOf('c', writes(one, replace))).toEqual({
       update: 'c',
       updates: [
-        { q: { _id: 1 }, u: { $set: { a: 1 } }, upsert: true, multi: false, arrayFilters: [{ 'x.k': 1 }], hint: { _id: 1 } },
-        { q: { _id: 2 }, u: { b: 2 }, multi: false },
+        { q: { _id: 1 }, u: { $set: { a: 1 } }, upsert: true, arrayFilters: [{ 'x.k': 1 }], hint: { _id: 1 } },
+        { q: { _id: 2 }, u: { b: 2 } },
       ],
     })
     expect(commandOf('c', writes(buildUpdate(true, { a: 1 }, { $inc: { n: 1 } }, undefined)))).toEqual({ update: 'c', updates: [{ q: { a: 1 }, u: { $inc: { n: 1 } }, multi: true }] })
