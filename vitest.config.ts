@@ -8,7 +8,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node'
  * instead of the code. Every other integration file runs beside one more (2 workers): each
  * has a database of its own (helpers.ts openDb) and asserts no timing.
  */
-const SOLO = (process.env.FWB_SOLO_ORDER ?? 'test/faults.test.ts,test/overtaking.test.ts,test/driver-resends.test.ts,test/sigterm.test.ts,test/cache-bus.test.ts,test/cache-bus-frozen.test.ts,test/cache-bus-slow.test.ts').split(',')
+const SOLO = (process.env.FWB_SOLO_ORDER ?? 'test/faults.test.ts,test/overtaking.test.ts,test/driver-resends.test.ts,test/sigterm.test.ts,test/cache-bus.test.ts,test/cache-bus-frozen.test.ts,test/cache-bus-slow.test.ts,test/outcome-truth.test.ts').split(',')
 
 /** The solo files in SOLO's order, every run (vitest's default order depends on its cache); the others as vitest sorts them. */
 class SoloOrder extends BaseSequencer {
