@@ -30,7 +30,8 @@ export function privateServerUnavailable (): string | undefined {
 
 async function asPg (bin: string, args: string[]): Promise<{ stdout: string }> {
   const file = join(PG_BIN, bin)
-  return IS_ROOT ? await run('runuser', ['-u', 'postgres', '--', file, ...args]) : await run(file, args)
+  // from / : the checkout may be a folder postgres cannot enter
+  return IS_ROOT ? await run('runuser', ['-u', 'postgres', '--', file, ...args], { cwd: '/' }) : await run(file, args)
 }
 
 async function portFree (port: number): Promise<boolean> {
@@ -169,9 +170,17 @@ export class PrivateServer {
 
   /** Starts PostgreSQL (again, after stopPg / killPg: crash recovery included), and the ferretdb database. */
   async startPg (): Promise<void> {
-    await asPg('pg_ctl', ['-D', this.pgData, '-l', join(this.stateDir, 'postgres.log'), '-w', '-t', '60', 'start', '-o',
-      `-c listen_addresses=127.0.0.1 -c port=${this.pgPort} -c unix_socket_directories=${this.stateDir} ` +
-      '-c max_connections=1300 -c shared_buffers=128MB'])
+    const log = join(this.stateDir, 'postgres.log')
+    try {
+      await asPg('pg_ctl', ['-D', this.pgData, '-l', log, '-w', '-t', '60', 'start', '-o',
+        `-c listen_addresses=127.0.0.1 -c port=${this.pgPort} -c unix_socket_directories=${this.stateDir} ` +
+        '-c max_connections=1300 -c shared_buffers=128MB'])
+    } catch (err) {
+      // pg_ctl says only "examine the log output": the log goes with the folder at stop(), so it goes in the error
+      let tail = ''
+      try { tail = readFileSync(log, 'utf8').split('\n').slice(-25).join('\n') } catch { /* no log */ }
+      throw new Error(`${(err as Error).message}\n--- ${log} (last lines) ---\n${tail}`, { cause: err })
+    }
     const { stdout } = await asPg('psql', ['-h', '127.0.0.1', '-p', String(this.pgPort), '-U', 'postgres', '-tAc', "SELECT 1 FROM pg_database WHERE datname='ferretdb'"])
     if (stdout.trim() !== '1') await asPg('createdb', ['-h', '127.0.0.1', '-p', String(this.pgPort), '-U', 'postgres', 'ferretdb'])
   }
