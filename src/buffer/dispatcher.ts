@@ -46,7 +46,7 @@ interface Policy {
 
 /** Group commit's pipelining size: this many fresh inserts pay for their command, so they go beside the batch ahead, and twice as many as halves (ARCHITECTURE.md). */
 const PIPELINE_AT = 500
-/** Fewer writes gathered behind a returning batch wait a turn more for company: below this many the driver's fixed CPU per command (130-170 µs) outweighs theirs (~2.5 µs each). */
+/** Fewer writes gathered behind a returning batch wait a turn more for company: below this many the driver's fixed CPU per command outweighs theirs (bench/README.md, *Measured costs behind constants*). */
 const COMPANY = 64
 
 /**

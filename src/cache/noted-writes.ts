@@ -24,7 +24,7 @@ interface Noted {
 /** A collection's writes noted before a read asked about it: listed in queue order from `head` (settled ones dropped now and then), and how many are unsettled. */
 interface Unindexed { ops: WriteOp[], head: number, unsettled: number }
 
-/** Unsettled writes a collection's first read indexes at once (~10 µs each); above it, its reads wait for them instead. */
+/** Unsettled writes a collection's first read indexes at once (each costs CPU: bench/README.md, *Measured costs behind constants*); above it, its reads wait for them instead. */
 const INDEX_AT_WATCH = 1000
 
 /** What the writes noted around one read say about its answer. */
@@ -97,7 +97,7 @@ export class NotedWrites {
    * A read asks about a collection, before it looks at anything: from now on its writes are
    * indexed as they are noted, and its listed unsettled ones are indexed now (their own
    * footprints: footprint.ts#footprintOf), so the read finds them. More than INDEX_AT_WATCH of
-   * them would stall the event loop (~10 µs each): those get no footprint, and every read of the
+   * them would stall the event loop (indexing costs per write): those get no footprint, and every read of the
    * collection waits until they have all settled (the returned promise, after the queue is sent
    * at once), as a read the cache does not key waits for every unsettled write.
    */

@@ -56,8 +56,8 @@ export const INLINE_MAX_BYTES = 4 * 1024 * 1024
  *   `SystemOverloadedError` + `RetryableError`, which applied nothing), so a failure means what
  *   it says and the buffer's own fence and retry rules decide (wire.ts says when).
  * - **Less CPU.** The driver's bulk layer around the same command (its operation list, a second
- *   size walk of every document, the inserted-id map, the BulkWriteResult) cost 1.2-3.5 µs per
- *   write at the 45-50 writes per batch of a route at 100 connections (bench CPU account).
+ *   size walk of every document, the inserted-id map, the BulkWriteResult) costs app CPU per
+ *   write at the batch sizes a busy route makes (bench/README.md, *Measured costs behind constants*).
  *
  * Only batches small enough for one command body (INLINE_MAX_BYTES) go this way.
  *
