@@ -1,5 +1,6 @@
 // Typechecks every ```ts block of README.md on its own, under `strict`, against the built
-// package: each block must compile by itself (its own imports and setup). Checks the README's
+// package: each block must compile by itself (its own imports and setup); in this checkout the
+// ```ts blocks of docs/*.md too (examples moved there from the README). Checks the README's
 // options table (under "## API") and its "`name` (default …)" mentions against the built
 // package's DEFAULTS (src/options.ts), the one place a default is declared.
 //
@@ -11,7 +12,7 @@
 // importing 'fastify-write-buffer' resolves it through the package's exports map, as a user's
 // would). The programs share one compiler host, so lib, @types/node, mongodb and fastify
 // declarations are parsed once.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { basename, dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -188,31 +189,43 @@ export function builtOptions (readme) {
   }
 }
 
+/** The docs/*.md files of this checkout (their ```ts blocks are checked beside the README's). */
+export function docsFiles (base = root) {
+  const docs = join(base, 'docs')
+  return readdirSync(docs).filter(f => f.endsWith('.md')).sort().map(f => join(docs, f))
+}
+
 /**
  * Checks the options' defaults of `readme` against the package built next to it
- * (checkOptionDefaults), then writes each ```ts block into `dir` and typechecks it alone. `dir`
- * must resolve 'fastify-write-buffer', 'fastify', 'mongodb' and '@types/node' and be an ES module
- * scope (the blocks use top-level await). Returns the number of blocks; throws listing every error.
+ * (checkOptionDefaults), then writes each ```ts block of `readme` and of every file of `also`
+ * into `dir` and typechecks it alone. `dir` must resolve 'fastify-write-buffer', 'fastify',
+ * 'mongodb' and '@types/node' and be an ES module scope (the blocks use top-level await).
+ * Returns the number of blocks; throws listing every error.
  */
-export function checkReadme ({ readme = join(root, 'README.md'), dir }) {
+export function checkReadme ({ readme = join(root, 'README.md'), dir, also = [] }) {
   const markdown = readFileSync(readme, 'utf8')
-  const blocks = tsBlocks(markdown)
-  if (blocks.length === 0) throw new Error(`${readme} has no \`\`\`ts block`)
+  if (tsBlocks(markdown).length === 0) throw new Error(`${readme} has no \`\`\`ts block`)
   const host = cachingHost(USER_OPTIONS)
   const failures = checkOptionDefaults(markdown, builtOptions(readme)).failures.map(f => `${basename(readme)}, options: ${f}`)
-  for (const { line, code } of blocks) {
-    const file = join(dir, `readme-${line}.ts`)
-    writeFileSync(file, code)
-    const { text } = typecheck([file], USER_OPTIONS, host)
-    if (text !== '') failures.push(`${basename(readme)}, block at line ${line}:\n${text}`)
+  let n = 0
+  for (const source of [readme, ...also]) {
+    const prefix = basename(source, '.md').toLowerCase()
+    for (const { line, code } of tsBlocks(source === readme ? markdown : readFileSync(source, 'utf8'))) {
+      const file = join(dir, `${prefix}-${line}.ts`)
+      writeFileSync(file, code)
+      const { text } = typecheck([file], USER_OPTIONS, host)
+      if (text !== '') failures.push(`${relative(root, source) || basename(source)}, block at line ${line}:\n${text}`)
+      n++
+    }
   }
   if (failures.length > 0) throw new Error(`README: options' defaults disagree with DEFAULTS, or ts blocks do not compile under strict:\n\n${failures.join('\n')}`)
-  return blocks.length
+  return n
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const at = process.argv.indexOf('--dir')
   let dir
+  let also = []
   if (at !== -1) {
     dir = resolve(process.argv[at + 1])
   } else {
@@ -221,11 +234,12 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     dir = join(root, '.scratch', 'readme-check')
     rmSync(dir, { recursive: true, force: true })
     mkdirSync(dir, { recursive: true })
+    also = docsFiles() // not in the packed tarball: checked here only
   }
   const started = performance.now()
   try {
-    const n = checkReadme({ dir })
-    console.log(`README: options' defaults match DEFAULTS, ${n} ts blocks compile under strict (${relative(process.cwd(), dir) || '.'}, ${Math.round(performance.now() - started)} ms)`)
+    const n = checkReadme({ dir, also })
+    console.log(`README: options' defaults match DEFAULTS, ${n} ts blocks (README${also.length > 0 ? ' + docs/*.md' : ''}) compile under strict (${relative(process.cwd(), dir) || '.'}, ${Math.round(performance.now() - started)} ms)`)
   } catch (err) {
     console.error(err.message)
     process.exit(1)
