@@ -46,7 +46,7 @@ export interface CacheOptions {
   maxEntries?: number
   /** LRU bound on approximate BSON bytes of cached documents. Default: {@link DEFAULTS}. */
   maxBytes?: number
-  /** Redis pub/sub invalidation across app instances (README: consistency model). Default: none. */
+  /** Redis pub/sub invalidation across app instances (docs/read-cache.md: the consistency model). Default: none. */
   bus?: CacheBusOptions
 }
 
@@ -82,7 +82,7 @@ export interface WriteBufferOptions {
   lingerMs?: number
   /** @deprecated since 0.2.0: use `lingerMs` (same meaning; removed in the next minor version). */
   flushIntervalMs?: number
-  /** Writes queued + in flight before `onFull` applies. Default: {@link DEFAULTS}. */
+  /** Pending writes (admitted, not settled: queued, in flight or backing off) before `onFull` applies. Default: {@link DEFAULTS}. */
   maxPending?: number
   /** Approximate bytes queued + in flight before `onFull` applies. Default: {@link DEFAULTS}. */
   maxPendingBytes?: number

@@ -26,7 +26,7 @@ import { validateCollectionName, type WriteOptions } from './write/build-op.js'
 import { lingerEndFor, QUEUED, UPDATE_ONE, type WriteOp, type WriteResult } from './write/write-op.js'
 
 export interface WriteBufferStats {
-  /** writes queued + in flight (+ waiting in retry backoff) */
+  /** pending writes: admitted, not settled (queued, in flight or backing off) */
   pending: number
   /** writes waiting for room (onFull: 'wait') */
   waiting: number

@@ -22,7 +22,7 @@ function takeResolvers (resolve: (r: WriteResult) => void, reject: (e: Error) =>
  * The one owner of "settled": creates each write's promise and is the only caller of its
  * resolve/reject. Settling a write also settles the writes coalesced into it, and releases
  * what the write held: its room (Admission), its flush() epoch, its abort listener, its
- * pending mark in the read cache. Settling twice is a no-op, so every other module may
+ * noted write in the read cache. Settling twice is a no-op, so every other module may
  * simply ask for it.
  */
 export class Settler {

@@ -2,7 +2,7 @@ import type { Document } from 'mongodb'
 import { BSON } from 'mongodb'
 import type { Filter } from './filter-facts.js'
 import { answerOf, type Answer } from './footprint.js'
-import { ALL, answerKeys, docFieldKey, docFieldKeys, idKey } from './index-keys.js'
+import { ALL, answerKeys, docFieldKey, docFieldKeys, idIndexKey } from './index-keys.js'
 import { KeyIndex } from './key-index.js'
 import { keyOf, UNKNOWN } from './value-keys.js'
 
@@ -22,7 +22,7 @@ export interface Entry {
    * undefined: a projection left it out or computed it, a write by `_id` cannot tell
    * whether the entry holds that document
    */
-  idTarget: string | undefined
+  idKey: string | undefined
   /** keys of the indexes this entry is listed under, but the per-field ones */
   indexKeys: string[]
   /** per top-level field of its (unprojected) document: the per-field index keys it is listed under */
@@ -70,7 +70,7 @@ export class EntryStore {
 
   put (key: string, name: string, filter: Filter, projected: boolean, bytes: Uint8Array | null, doc: Document | null, ttlMs: number, readAt: number, idKnown = !projected): void {
     const entry: Entry = {
-      key, name, filter, filterId: undefined, projected, bytes, idTarget: undefined, indexKeys: [], fieldKeys: undefined, expires: Date.now() + ttlMs, readAt,
+      key, name, filter, filterId: undefined, projected, bytes, idKey: undefined, indexKeys: [], fieldKeys: undefined, expires: Date.now() + ttlMs, readAt,
     }
     const old = this.#entries.get(key)
     if (old !== undefined) this.remove(old)
@@ -90,7 +90,7 @@ export class EntryStore {
     entry.bytes = bytes
     if (roots === null || roots.has('_id')) {
       this.#unindex(entry)
-      this.#indexEntry(entry, answerOf(entry.filter, doc, entry.projected, entry.idTarget !== undefined), doc)
+      this.#indexEntry(entry, answerOf(entry.filter, doc, entry.projected, entry.idKey !== undefined), doc)
     } else if (!entry.projected) {
       for (const field of roots) {
         const old = entry.fieldKeys?.get(field)
@@ -115,7 +115,7 @@ export class EntryStore {
   /** Every entry of a collection. */
   inCollection (name: string): readonly Entry[] { return this.#index.under(name, [ALL]) }
   /** Entries holding the document whose `_id` has this target. */
-  withId (name: string, idTarget: string): readonly Entry[] { return this.#index.under(name, [idKey(idTarget)]) }
+  withId (name: string, idKey: string): readonly Entry[] { return this.#index.under(name, [idIndexKey(idKey)]) }
   /** Entries whose (unprojected) document may hold `value` in top-level `field` (equal, in an array, or of a type not decided). */
   withField (name: string, [field, value]: [string, unknown]): readonly Entry[] {
     return this.candidates(name, [docFieldKey(field, keyOf(value)), docFieldKey(field, UNKNOWN)])
@@ -135,7 +135,7 @@ export class EntryStore {
       found: e.bytes !== null,
       doc: () => (doc ??= BSON.deserialize(e.bytes as Uint8Array, EXACT)),
       projected: e.projected,
-      idTarget: e.idTarget,
+      idKey: e.idKey,
     }
   }
 
@@ -156,7 +156,7 @@ export class EntryStore {
 
   #indexEntry (entry: Entry, a: Answer, doc: Document | null): void {
     entry.filterId = a.filterId
-    entry.idTarget = a.idTarget
+    entry.idKey = a.idKey
     entry.indexKeys = answerKeys(a)
     this.#index.list(entry.name, entry, entry.indexKeys)
     if (doc !== null && !entry.projected) docFieldKeys(doc, (field, keys) => { this.#listField(entry, field, keys) })

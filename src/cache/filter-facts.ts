@@ -122,7 +122,7 @@ export function disjoint (a: Filter, b: Filter): boolean {
 }
 
 /** The target of a filter that pins exactly one `_id` (`{ _id: scalar }`), else undefined. */
-export function idTargetOf (filter: Filter): string | undefined {
+export function idKeyOf (filter: Filter): string | undefined {
   let n = 0
   for (const k in filter) { if (k !== '_id') return undefined; n++ }
   if (n !== 1 || !isExactScalar(filter._id)) return undefined

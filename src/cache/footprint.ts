@@ -1,7 +1,7 @@
 import type { Document } from 'mongodb'
 import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteOp } from '../write/write-op.js'
 import { hasUndefined, isExactScalar } from './bson-values.js'
-import { equalities, idTargetOf, isPlainDocument, matches, type Filter } from './filter-facts.js'
+import { equalities, idKeyOf, isPlainDocument, matches, type Filter } from './filter-facts.js'
 import { keyOf, UNKNOWN, valueHash, valueKeys, wellFormed } from './value-keys.js'
 
 /**
@@ -131,7 +131,7 @@ export function footprintOf (op: WriteOp, acknowledged = false, upserted?: unkno
   const body = op.body
   if (body.collation !== undefined) { fp.all = true; return fp } // strings compared by the collation: not decided here
   const filter = wellFormed(body.filter)
-  const id = idTargetOf(filter)
+  const id = idKeyOf(filter)
   const eq = id === undefined ? equalities(filter) : undefined
   if (id !== undefined) {
     fp.ids = [id]
@@ -186,15 +186,15 @@ export interface Answer {
   doc: () => Document
   projected: boolean
   /** target of the document's own `_id` when the answer shows it (or the filter pins it) */
-  idTarget: string | undefined
+  idKey: string | undefined
 }
 
 /** An answer from a decoded document. `idKnown`: the answer's `_id` is its document's own (see read-key.ts#showsId). */
 export function answerOf (filter: Filter, doc: Document | null, projected: boolean, idKnown = !projected): Answer {
-  const filterId = idTargetOf(filter)
+  const filterId = idKeyOf(filter)
   // a document's own _id keys it only when exact: another (Decimal128 1, {a: 1.0}) may equal other forms on the server
-  const idTarget = doc === null ? undefined : filterId ?? (idKnown && isExactScalar(doc._id) ? keyOf(doc._id) : undefined)
-  return { filter, filterId, found: doc !== null, doc: () => doc as Document, projected, idTarget }
+  const idKey = doc === null ? undefined : filterId ?? (idKnown && isExactScalar(doc._id) ? keyOf(doc._id) : undefined)
+  return { filter, filterId, found: doc !== null, doc: () => doc as Document, projected, idKey }
 }
 
 /** Whether a write of footprint `fp` may change `answer` (when in doubt: yes). */
@@ -203,7 +203,7 @@ export function affects (fp: Footprint, a: Answer): boolean {
   if (a.found) {
     if (fp.anyDoc) return true
     // a document whose _id the answer does not show may be any of the written ones
-    if (a.idTarget === undefined ? fp.ids.length > 0 : holds(fp.ids, a.idTarget)) return true
+    if (a.idKey === undefined ? fp.ids.length > 0 : holds(fp.ids, a.idKey)) return true
     if (fp.filters.length > 0) {
       if (a.projected) return true // the projection may hide the fields a filter tests
       const doc = a.doc()

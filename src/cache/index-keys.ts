@@ -16,8 +16,8 @@ const UNKNOWN_ID = 'u'
 const PROJECTED = 'p'
 const ANY_NEW_ID = 'n*'
 const ANY_FIELD = 'fa'
-export const idKey = (target: string): string => `i\0${target}`
-export const newIdKey = (target: string): string => `n\0${target}`
+export const idIndexKey = (target: string): string => `i\0${target}`
+export const newIdIndexKey = (target: string): string => `n\0${target}`
 /** a found, unprojected document holds a value of this key in `field` */
 export const docFieldKey = (field: string, valueKey: string): string => `f\0${field}\0${valueKey}`
 const hashKey = (hash: number): string => `h\0${hash}`
@@ -27,8 +27,8 @@ export function footprintKeys (fp: Footprint): string[] {
   if (fp.all) return [ALL]
   const keys: string[] = []
   if (fp.anyDoc) keys.push(FOUND)
-  for (const t of fp.ids) keys.push(idKey(t))
-  for (const t of fp.newIds) keys.push(newIdKey(t))
+  for (const t of fp.ids) keys.push(idIndexKey(t))
+  for (const t of fp.newIds) keys.push(newIdIndexKey(t))
   if (fp.anyNewId) keys.push(ANY_NEW_ID)
   if (fp.filters.length > 0) {
     keys.push(PROJECTED)
@@ -55,7 +55,7 @@ export function entryKeys (fp: Footprint, keys: readonly string[]): readonly str
 
 /** The keys of the footprints that may change or create the document of `_id` target `t`, or touch any. */
 export function documentKeys (t: string): string[] {
-  return [ALL, FOUND, idKey(t), newIdKey(t), ANY_NEW_ID]
+  return [ALL, FOUND, idIndexKey(t), newIdIndexKey(t), ANY_NEW_ID]
 }
 
 /**
@@ -65,10 +65,10 @@ export function documentKeys (t: string): string[] {
 export function answerKeys (a: Answer): string[] {
   const keys = [ALL]
   if (a.found) {
-    keys.push(FOUND, a.idTarget === undefined ? UNKNOWN_ID : idKey(a.idTarget))
+    keys.push(FOUND, a.idKey === undefined ? UNKNOWN_ID : idIndexKey(a.idKey))
     if (a.projected) keys.push(PROJECTED)
   } else if (a.filterId !== undefined) {
-    keys.push(newIdKey(a.filterId), ANY_NEW_ID)
+    keys.push(newIdIndexKey(a.filterId), ANY_NEW_ID)
   }
   if (a.filterId === undefined) {
     keys.push(ANY_FIELD)

@@ -1,8 +1,8 @@
 import type { Filter } from './filter-facts.js'
-import { idTargetOf } from './filter-facts.js'
+import { idKeyOf } from './filter-facts.js'
 import { INSERT, SETTLED, type WriteOp } from '../write/write-op.js'
 import { affects, byFilter, safeFootprint, type Answer, type Footprint } from './footprint.js'
-import { answerKeys, docFieldKeys, documentKeys, footprintKeys, idKey, newIdKey } from './index-keys.js'
+import { answerKeys, docFieldKeys, documentKeys, footprintKeys, idIndexKey, newIdIndexKey } from './index-keys.js'
 import { KeyIndex } from './key-index.js'
 
 /** A write the cache has seen queued: unsettled, or settled and kept for the reads that ran meanwhile. */
@@ -13,8 +13,8 @@ interface Noted {
   fp: Footprint
   /** its footprint's index keys */
   keys: readonly string[]
-  /** the document it is known to touch (caught up when none of its writes is unsettled) */
-  target: string | undefined
+  /** the id key of the document it is known to touch (caught up when none of its writes is unsettled) */
+  idKey: string | undefined
   /** -1 while unsettled; else the settle count when it settled */
   settled: number
   /** found by another field than `_id` (or by none the cache can read): it may touch any document */
@@ -61,7 +61,7 @@ export class NotedWrites {
   #head = 0
   /** reads running, in the order they (last) started, with their settle marks */
   readonly #reads = new Map<object, number>()
-  readonly #waiters = new Map<WriteOp, Array<() => void>>()
+  readonly #catchingUp = new Map<WriteOp, Array<() => void>>()
   /** collections a read has asked about: their writes are indexed as they are noted */
   readonly #watched = new Set<string>()
   /** per collection no read has asked about yet: its writes, not indexed */
@@ -124,14 +124,14 @@ export class NotedWrites {
 
   /** Notes a queued write (its footprint computed once, here, unless given). */
   add (name: string, op: WriteOp, fp: Footprint = safeFootprint(op), keys: readonly string[] = footprintKeys(fp)): void {
-    const target = op.kind === INSERT ? fp.newIds[0] : op.body.collation === undefined ? fp.ids[0] : undefined
+    const idKey = op.kind === INSERT ? fp.newIds[0] : op.body.collation === undefined ? fp.ids[0] : undefined
     const found = byFilter(fp)
     if (found) this.#byFilter.set(name, (this.#byFilter.get(name) ?? 0) + 1)
-    this.#noted.set(op, { name, seq: this.seq++, fp, keys, target, settled: -1, byFilter: found })
+    this.#noted.set(op, { name, seq: this.seq++, fp, keys, idKey, settled: -1, byFilter: found })
     this.#index.list(name, op, keys)
   }
 
-  /** Returns the `_id` target of the write's document when no other write to it is unsettled any more. */
+  /** Returns the id key of the write's document when no other write to it is unsettled any more. */
   settle (name: string, op: WriteOp): string | undefined {
     const n = this.#noted.get(op)
     let caughtUp: string | undefined
@@ -140,14 +140,14 @@ export class NotedWrites {
     } else if (n.settled === -1) {
       n.settled = this.#settles++
       if (n.byFilter) this.#byFilter.set(name, (this.#byFilter.get(name) as number) - 1)
-      if (n.target !== undefined && !this.#touched(name, n.target)) caughtUp = n.target
+      if (n.idKey !== undefined && !this.#touched(name, n.idKey)) caughtUp = n.idKey
       if (this.#reads.size === 0) this.#forget(op, n)
       else this.#kept.push(op)
     }
-    const waiters = this.#waiters.get(op)
-    if (waiters !== undefined) {
-      this.#waiters.delete(op)
-      for (const resolve of waiters) resolve()
+    const catchingUp = this.#catchingUp.get(op)
+    if (catchingUp !== undefined) {
+      this.#catchingUp.delete(op)
+      for (const resolve of catchingUp) resolve()
     }
     return caughtUp
   }
@@ -159,13 +159,13 @@ export class NotedWrites {
     return out
   }
 
-  /** Whether a write known to touch the document `target` is still unsettled. */
-  #touched (name: string, target: string): boolean {
+  /** Whether a write known to touch the document of this id key is still unsettled. */
+  #touched (name: string, idKey: string): boolean {
     const unsettled = (op: WriteOp): boolean => {
       const n = this.#noted.get(op) as Noted
-      return n.settled === -1 && n.target === target
+      return n.settled === -1 && n.idKey === idKey
     }
-    return this.#index.some(name, idKey(target), unsettled) || this.#index.some(name, newIdKey(target), unsettled)
+    return this.#index.some(name, idIndexKey(idKey), unsettled) || this.#index.some(name, newIdIndexKey(idKey), unsettled)
   }
 
   /**
@@ -173,8 +173,8 @@ export class NotedWrites {
    * that document, or touch any (the writes by another field are judged once its answer is
    * known: check()).
    */
-  toTarget (name: string, filter: Filter): readonly WriteOp[] {
-    const id = idTargetOf(filter)
+  toDocument (name: string, filter: Filter): readonly WriteOp[] {
+    const id = idKeyOf(filter)
     if (id === undefined) return NONE
     const out: WriteOp[] = []
     for (const op of this.#index.under(name, documentKeys(id))) if (this.#noted.get(op)?.settled === -1) out.push(op)
@@ -211,7 +211,7 @@ export class NotedWrites {
     const keys = answerKeys(a)
     if (a.found && !a.projected) docFieldKeys(a.doc(), (_, fieldKeys) => { keys.push(...fieldKeys) })
     // an answer that does not show its _id may be any document: every noted write is a candidate
-    const candidates = a.found && a.idTarget === undefined ? [...this.#noted.keys()].filter(op => this.#noted.get(op)?.name === name) : this.#index.under(name, keys)
+    const candidates = a.found && a.idKey === undefined ? [...this.#noted.keys()].filter(op => this.#noted.get(op)?.name === name) : this.#index.under(name, keys)
     for (const op of candidates) {
       const n = this.#noted.get(op) as Noted
       if (n.seq < mark.startSeq && n.settled !== -1 && n.settled < mark.settleMark) continue // the answer shows it
@@ -228,8 +228,8 @@ export class NotedWrites {
     if (ops.length === 0) return Promise.resolve()
     sendNow()
     return Promise.all(ops.map(op => new Promise<void>(resolve => {
-      let list = this.#waiters.get(op)
-      if (list === undefined) this.#waiters.set(op, list = [])
+      let list = this.#catchingUp.get(op)
+      if (list === undefined) this.#catchingUp.set(op, list = [])
       list.push(resolve)
     })))
   }

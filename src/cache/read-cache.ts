@@ -255,7 +255,7 @@ export class ReadCache {
       for (let read = 0; ; read++) {
         flight.mark = this.#noted.begin(flight)
         // a read by _id waits for the writes queued to that document first (cheap and exact)
-        const before = this.#noted.toTarget(name, filter)
+        const before = this.#noted.toDocument(name, filter)
         if (before.length > 0) await this.#noted.settled(before, this.#sendNow)
         flight.remote = []
         flight.fenceEnded = false

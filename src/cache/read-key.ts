@@ -11,9 +11,9 @@ import { equalities, type Filter } from './filter-facts.js'
  * `{ y: '$b', x: '$a' }` and `{ x: '$a', y: '$b' }` are two reads.
  */
 export function readKey (name: string, filter: Filter, projection: Document | undefined): string {
-  const target = targetOf(filter)
+  const filterKey = targetOf(filter)
   const proj = projection === undefined ? '' : Buffer.from(BSON.serialize(projection, { serializeFunctions: true })).toString('latin1')
-  return `${name.length}:${name}${target.length}:${target}${proj}`
+  return `${name.length}:${name}${filterKey.length}:${filterKey}${proj}`
 }
 
 /**

@@ -4,7 +4,7 @@ import { DELETE_MANY, DELETE_ONE, INSERT, REPLACE_ONE, type WriteBody, type Writ
 import { applyUpdate } from './apply-update.js'
 import { hasUndefined } from './bson-values.js'
 import type { Entry, EntryStore } from './entry-store.js'
-import { idTargetOf, matches, updatedRoots } from './filter-facts.js'
+import { idKeyOf, matches, updatedRoots } from './filter-facts.js'
 import { affects, byFilter, footprintOf, type Footprint } from './footprint.js'
 import { entryKeys, footprintKeys } from './index-keys.js'
 import { wellFormed } from './value-keys.js'
@@ -32,10 +32,10 @@ export class WriteEffects {
 
   constructor (readonly store: EntryStore) {}
 
-  /** No write to the document `idTarget` is unsettled any more: its entries show what the server has. */
-  caughtUp (name: string, idTarget: string): void {
+  /** No write to the document `idKey` is unsettled any more: its entries show what the server has. */
+  caughtUp (name: string, idKey: string): void {
     const patched = this.#patched.get(name)
-    if (patched !== undefined) for (const e of this.store.withId(name, idTarget)) patched.delete(e)
+    if (patched !== undefined) for (const e of this.store.withId(name, idKey)) patched.delete(e)
   }
 
   /**
@@ -83,7 +83,7 @@ export class WriteEffects {
     let patch: { op: WriteOp, body: WriteBody, target: string, roots: Set<string> | null } | undefined
     if (op !== undefined && op.kind !== INSERT && op.kind !== DELETE_ONE && op.kind !== DELETE_MANY) {
       const body = op.body
-      const target = idTargetOf(body.filter)
+      const target = idKeyOf(body.filter)
       // the driver sends undefined as null, or leaves the field out (ignoreUndefined): not patched
       if (target !== undefined && !hasUndefined(op.kind === REPLACE_ONE ? body.replacement : body.update)) {
         // a replacement may change any field (roots null); an update only the roots of its paths
@@ -93,7 +93,7 @@ export class WriteEffects {
     for (const e of candidates) {
       if (!affects(fp, this.store.answer(e))) continue
       // a projected answer lacks what the write may change or need (answers without _id are projected)
-      if (patch !== undefined && e.bytes !== null && !e.projected && e.idTarget === patch.target) this.#patch(e, patch.op, patch.body, patch.roots)
+      if (patch !== undefined && e.bytes !== null && !e.projected && e.idKey === patch.target) this.#patch(e, patch.op, patch.body, patch.roots)
       else this.#invalidate(e)
     }
   }

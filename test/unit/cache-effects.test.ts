@@ -196,7 +196,7 @@ describe('a write with a collation (its filter compares strings its own way; the
       expect(affects(op, { _id: 'a', plan: 'free' }, { _id: 'a' }, false)).toBe(true)
       const pending = new NotedWrites()
       pending.add('users', op)
-      expect(pending.toTarget('users', { _id: 'a' })).toEqual([op])
+      expect(pending.toDocument('users', { _id: 'a' })).toEqual([op])
       expect(pending.check('users', answerOf({ _id: 'a' }, { _id: 'a', plan: 'free' }, false), { startSeq: 1, settleMark: 0 }).missed).toEqual([op])
       expect(summarize([op], none).all).toBe(true)
     })

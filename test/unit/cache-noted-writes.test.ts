@@ -27,8 +27,8 @@ describe('writes to a collection no read has asked about', () => {
     expect(noted.settle('users', first)).toBeUndefined() // settled before any read: nothing keeps it
     noted.watch('users', () => {})
     expect(noted.watches('users')).toBe(true)
-    expect(noted.toTarget('users', { _id: 1 })).toEqual([second])
-    expect(noted.toTarget('users', { _id: 2 })).toEqual([other])
+    expect(noted.toDocument('users', { _id: 1 })).toEqual([second])
+    expect(noted.toDocument('users', { _id: 2 })).toEqual([other])
     const mark = noted.begin({})
     // a read by another field: the unsettled write of its document is one it missed
     const check = noted.check('users', answerOf({ name: 'ann' }, { _id: 1, name: 'ann', v: 0 }, false), mark)
@@ -50,17 +50,17 @@ describe('writes to a collection no read has asked about', () => {
     noted.watch('users', () => {})
     const later = set(1, 3)
     noted.add('users', later)
-    expect(noted.toTarget('users', { _id: 1 })).toEqual([later])
+    expect(noted.toDocument('users', { _id: 1 })).toEqual([later])
     const event = set(1, 4)
     noted.defer('events', event)
     expect(noted.watches('events')).toBe(false)
     // settling a deferred write leaves the watched collection's writes alone
     event.settle()
     noted.settle('events', event)
-    expect(noted.toTarget('users', { _id: 1 })).toEqual([later])
+    expect(noted.toDocument('users', { _id: 1 })).toEqual([later])
     later.settle()
     noted.settle('users', later)
-    expect(noted.toTarget('users', { _id: 1 })).toEqual([])
+    expect(noted.toDocument('users', { _id: 1 })).toEqual([])
   })
 
   it('a write that stays unsettled while thousands settle around it is still found (the settled ones are dropped from the list now and then)', () => {
@@ -76,9 +76,9 @@ describe('writes to a collection no read has asked about', () => {
     const last = set(8, 1)
     noted.defer('users', last)
     noted.watch('users', () => {})
-    expect(noted.toTarget('users', { _id: 7 })).toEqual([stuck])
-    expect(noted.toTarget('users', { _id: 8 })).toEqual([last])
-    expect(noted.toTarget('users', { _id: 100 })).toEqual([])
+    expect(noted.toDocument('users', { _id: 7 })).toEqual([stuck])
+    expect(noted.toDocument('users', { _id: 8 })).toEqual([last])
+    expect(noted.toDocument('users', { _id: 100 })).toEqual([])
   })
 
   it('a write coalesced before the read asked is judged by its own update, not the merged one it sends', () => {
@@ -103,10 +103,10 @@ describe('writes to a collection no read has asked about', () => {
     const first = track(noted.watch('users', () => { sent++ }) as Promise<void>)
     const second = track(noted.watch('users', () => { sent++ }) as Promise<void>)
     expect(sent).toBe(2)
-    expect(noted.toTarget('users', { _id: 3 })).toEqual([]) // not indexed: waited for instead
+    expect(noted.toDocument('users', { _id: 3 })).toEqual([]) // not indexed: waited for instead
     const later = set(3, 2)
     noted.add('users', later) // a write after the read asked is indexed
-    expect(noted.toTarget('users', { _id: 3 })).toEqual([later])
+    expect(noted.toDocument('users', { _id: 3 })).toEqual([later])
     for (const op of ops.slice(0, 1000)) {
       op.settle()
       noted.settle('users', op)
