@@ -287,6 +287,12 @@ const users = wb.collection<User>('users')
 export const inserted: Promise<InsertResult<ObjectId>> = users.insertOne({ name: 'ann', logins: 0 })
 export const updated: Promise<UpdateResult<ObjectId>> = users.updateOne({ name: 'ann' }, { $inc: { logins: 1 } })
 export const channel: string = BATCH_CHANNEL
+// the buffer's own hooks are not a user's API (@internal, stripped from the declarations)
+// @ts-expect-error noteWrite is internal
+export const noteWrite = wb.cache?.noteWrite
+// @ts-expect-error fenced is internal
+export const fenced = wb.cache?.fenced
+export const cacheStats = wb.cache?.stats()
 `
   writeFileSync(join(coreOnly, 'esm.ts'), uses('fastify-write-buffer/core'))
   writeFileSync(join(coreOnly, 'cjs.cts'), uses('fastify-write-buffer/core'))

@@ -63,6 +63,7 @@ export class BufferedCollection<TSchema extends Document = AnyDocument> {
   /** the client's own pkFactory, read once; undefined for the driver's default (ObjectIds) */
   readonly #pkFactory: PkFactory | undefined
 
+  /** @internal a handle comes from `buffer.collection(name)` */
   constructor (
     /** the driver collection, for reads and anything the buffer does not cover */
     readonly collection: Collection<TSchema>,

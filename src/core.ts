@@ -1,8 +1,10 @@
 // `fastify-write-buffer/core`: everything except the Fastify plugin. Nothing reachable from
 // here imports Fastify, so its declarations compile in a project without `fastify` installed.
 export { WriteBuffer, type WriteBufferStats } from './write-buffer.js'
-export { BufferedCollection, type AnyDocument, type CollectionOptions, type Detached, type NotDetached, type IdOf, type InsertDocument } from './collection.js'
-export { ReadCache, type ReadCacheStats } from './cache/read-cache.js'
+// BufferedCollection and ReadCache as types only: a handle comes from buffer.collection(), the cache
+// from buffer.cache; their constructors and the buffer's hooks are internal (@internal, stripped)
+export type { BufferedCollection, AnyDocument, CollectionOptions, Detached, NotDetached, IdOf, InsertDocument } from './collection.js'
+export type { ReadCache, ReadCacheStats } from './cache/read-cache.js'
 export {
   ErrorCodes, WriteBufferError, InvalidWriteError, InvalidOptionError, WriteRejectedError, ConnectError,
   type ErrorCode, type WriteOutcome,

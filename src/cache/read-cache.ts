@@ -99,6 +99,7 @@ export class ReadCache {
   /** changes whenever the subscription goes down or comes back */
   #busEpoch = 0
 
+  /** @internal the buffer's, not a user's */
   constructor (options: ResolvedCacheOptions, logger?: Logger) {
     this.#options = options
     this.#store = new EntryStore(options)
@@ -113,7 +114,7 @@ export class ReadCache {
       })
   }
 
-  /** The buffer hands in a way to send what is queued now (a read waiting for writes). */
+  /** The buffer hands in a way to send what is queued now (a read waiting for writes). @internal */
   bindKick (sendNow: () => void): void { this.#sendNow = sendNow }
 
   stats (): ReadCacheStats {
@@ -132,18 +133,18 @@ export class ReadCache {
     this.#store.clear()
   }
 
-  /** Stops the cache bus (its connections; a given client is left open). */
+  /** Stops the cache bus (its connections; a given client is left open). @internal */
   async close (): Promise<void> {
     this.#store.clear()
     await this.#bus?.close()
   }
 
-  /** A batch was acknowledged: tell the other instances (with the cache bus). Never throws. */
+  /** A batch was acknowledged: tell the other instances (with the cache bus). Never throws. @internal */
   published (name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown): void {
     this.#bus?.publish(name, ops, upsertedIdOf)
   }
 
-  /** Writes told `unknown` are fenced (`started`: their attempt may still land, fences.ts), or no longer: entries may be older than them, here and (bus, at its end) elsewhere. */
+  /** Writes told `unknown` are fenced (`started`: their attempt may still land, fences.ts), or no longer: entries may be older than them, here and (bus, at its end) elsewhere. @internal */
   fenced (name: string, ops: readonly WriteOp[], started: boolean): void {
     if (started) this.#fences.start(name)
     else {
@@ -191,6 +192,7 @@ export class ReadCache {
     return this.#fences.allows(flight.name) && !flight.fenceEnded
   }
 
+  /** @internal the buffer's, not a user's */
   async findOne (collection: Collection, name: string, filter: unknown, options?: FindOptions): Promise<Document | null> {
     if (filter === null || typeof filter !== 'object' || Array.isArray(filter)) {
       throw new InvalidWriteError(`filter must be a plain object, got ${describe(filter)}`)
@@ -291,7 +293,7 @@ export class ReadCache {
     }
   }
 
-  /** A write was queued: keep every cached answer it may change in step with it. Never throws. */
+  /** A write was queued: keep every cached answer it may change in step with it. Never throws. @internal */
   noteWrite (name: string, op: WriteOp): void {
     // a collection no read has asked about has no entries and no reads: its write is only listed
     if (!this.#noted.watches(name)) {
@@ -305,7 +307,7 @@ export class ReadCache {
     this.#effects.apply(name, op, fp, keys, mayPatch)
   }
 
-  /** A write settled. A failed one may have been patched into entries (not an insert), or applied (told `unknown`: other instances are told too): drop them. */
+  /** A write settled. A failed one may have been patched into entries (not an insert), or applied (told `unknown`: other instances are told too): drop them. @internal */
   settleWrite (name: string, op: WriteOp, ok: boolean, unknown = false): void {
     const caughtUp = this.#noted.settle(name, op)
     if (caughtUp !== undefined) this.#effects.caughtUp(name, caughtUp)
