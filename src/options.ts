@@ -4,6 +4,7 @@ import { InvalidOptionError, describe, type WriteBufferError } from './errors.js
 import { checkWriteConcern } from './mongo/write-concern.js'
 
 import type { Logger } from './logger.js'
+import { realClock, type Clock } from './clock.js'
 
 export type { RedisClientLike } from './cache/bus.js'
 export type { Logger } from './logger.js'
@@ -122,6 +123,12 @@ export interface WriteBufferOptions {
   /** Enables the read cache used by `collection(name).findOne`. */
   cache?: CacheOptions | false
   logger?: Logger
+  /**
+   * The time the buffer reads (`now()`, a monotonic millisecond count) and its timers. For tests
+   * that drive deadlines, fences and lingers with a fake clock. Default: the real one
+   * (`realClock`: Node's time and timers).
+   */
+  clock?: Clock
 }
 
 export interface ResolvedOptions {
@@ -143,6 +150,7 @@ export interface ResolvedOptions {
   cache: ResolvedCacheOptions | undefined
   logger: Logger | undefined
   tracerProvider: WriteBufferOptions['tracerProvider']
+  clock: Clock
   /** as the internals hold it: they type a write's error as Error (Settler), and settle writes with WriteBufferErrors only */
   onWriteError: ((error: Error, info: WriteErrorInfo) => void) | undefined
 }
@@ -159,8 +167,8 @@ type Defaulted<T, Without extends keyof T = never> = { readonly [K in Exclude<ke
  */
 export interface OptionDefaults extends Defaulted<WriteBufferOptions,
   // none: the collection's write concern, no logger, the global tracer provider, the logger for
-  // failed detached writes; flushIntervalMs is lingerMs' deprecated name; retry and cache below
-  'writeConcern' | 'logger' | 'tracerProvider' | 'onWriteError' | 'flushIntervalMs' | 'retry' | 'cache'> {
+  // failed detached writes, the real clock; flushIntervalMs is lingerMs' deprecated name; retry and cache below
+  'writeConcern' | 'logger' | 'tracerProvider' | 'onWriteError' | 'clock' | 'flushIntervalMs' | 'retry' | 'cache'> {
   readonly retry: Defaulted<RetryOptions>
   /** applies when `cache` is given (its own default is off) */
   readonly cache: CacheDefaults
@@ -233,6 +241,15 @@ function checkTracerProvider (p: WriteBufferOptions['tracerProvider']): WriteBuf
   return p
 }
 
+function checkClock (c: Clock | undefined): Clock {
+  if (c === undefined) return realClock
+  for (const m of ['now', 'setTimeout', 'clearTimeout'] as const) {
+    const f: unknown = c[m]
+    if (typeof f !== 'function') throw new InvalidOptionError(`clock.${m} must be a function, got ${describe(f)}`)
+  }
+  return c
+}
+
 function bool (name: string, value: unknown, def: boolean): boolean {
   if (value === undefined) return def
   if (typeof value !== 'boolean') throw new InvalidOptionError(`${name} must be a boolean, got ${describe(value)}`)
@@ -277,6 +294,7 @@ const KNOWN = {
   logger: true,
   tracerProvider: true,
   onWriteError: true,
+  clock: true,
 } satisfies Keys<WriteBufferOptions>
 const KNOWN_RETRY = { maxAttempts: true, baseDelayMs: true, maxDelayMs: true } satisfies Keys<RetryOptions>
 const KNOWN_CACHE = { ttlMs: true, negativeTtlMs: true, maxEntries: true, maxBytes: true, bus: true } satisfies Keys<CacheOptions>
@@ -371,5 +389,6 @@ export function resolveOptions (input: unknown): ResolvedOptions {
     logger,
     tracerProvider: checkTracerProvider(object('tracerProvider', o.tracerProvider)),
     onWriteError: checkFunction('onWriteError', o.onWriteError) as ResolvedOptions['onWriteError'],
+    clock: checkClock(object('clock', o.clock)),
   }
 }

@@ -1,3 +1,4 @@
+import type { ClockTimer } from './clock.js'
 import type { Db, Document } from 'mongodb'
 import { Admission } from './buffer/admission.js'
 import { abortError, Aborts } from './buffer/aborts.js'
@@ -98,7 +99,7 @@ export class WriteBuffer {
       throw new InvalidOptionError('the Db has writeConcern { w: 0 }: unacknowledged writes cannot be confirmed to their callers; ' +
         'give the buffer a writeConcern of w: 1 or more')
     }
-    const cache = this.cache = o.cache === undefined ? undefined : new ReadCache(o.cache, o.logger)
+    const cache = this.cache = o.cache === undefined ? undefined : new ReadCache(o.cache, o.logger, o.clock)
     this.#admission = new Admission(o)
     const detachedFailures = new DetachedFailures(o.onWriteError, o.logger)
     const settler = this.#settler = new Settler(this.#admission, this.#flushes, this.cache, (op, err) => { detachedFailures.report(op, err) })
@@ -109,11 +110,11 @@ export class WriteBuffer {
       if (op.state === QUEUED) op.queue.forget(op)
       settler.reject(op, timeoutError(op))
     }
-    this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() }, timedOut)
+    this.#retries = new Retries(o, () => { this.#dispatcher.sendNow() }, timedOut, o.clock)
     const driverRetries = new DriverRetries(db)
-    this.#liveness = new ServerLiveness(typeof db.command === 'function' ? timeoutMS => db.command({ ping: 1 }, { timeoutMS }) : undefined)
+    this.#liveness = new ServerLiveness(typeof db.command === 'function' ? timeoutMS => db.command({ ping: 1 }, { timeoutMS }) : undefined, undefined, undefined, o.clock)
     this.#tracing = new Tracing(db.databaseName, o.tracerProvider as TracerProvider | undefined)
-    const sender = this.#sender = new Sender(o, settler, this.#retries, driverRetries, new ServerIdentity(db), this.#liveness, this.#tracing,
+    const sender = this.#sender = new Sender(o, settler, this.#retries, driverRetries, new ServerIdentity(db, o.clock), this.#liveness, this.#tracing,
       WriteCommand.for(db, o.writeConcern, o.maxTimeMS))
     if (o.cache?.bus !== undefined) sender.onAcknowledged = (name, ops, upsertedIdOf) => { cache?.published(name, ops, upsertedIdOf) }
     if (cache !== undefined) this.#retries.onFence = (batch, started) => { cache.fenced(batch.queue.name, batch.ops, started) }
@@ -134,7 +135,7 @@ export class WriteBuffer {
       },
       timedOut,
       busy: () => this.#admission.pending > 0 || this.#admission.waiting > 0,
-    })
+    }, o.clock)
     this.cache?.bindKick(() => { this.#dispatcher.flushAll() })
   }
 
@@ -204,12 +205,13 @@ export class WriteBuffer {
     const drained = this.flush()
     const timeoutMs = this.#options.closeTimeoutMs
     if (timeoutMs > 0) {
-      let timer: NodeJS.Timeout | undefined
+      const clock = this.#options.clock
+      let timer: ClockTimer | undefined
       const timedOut = await Promise.race([
         drained.then(() => false),
-        new Promise<boolean>(resolve => { timer = setTimeout(resolve, timeoutMs, true) }),
+        new Promise<boolean>(resolve => { timer = clock.setTimeout(() => { resolve(true) }, timeoutMs) }),
       ])
-      clearTimeout(timer)
+      if (timer !== undefined) clock.clearTimeout(timer)
       if (timedOut) this.#abandon()
     } else {
       await drained
@@ -264,7 +266,7 @@ export class WriteBuffer {
     this.#deadlines.start(op, options?.timeoutMs)
     const linger = options?.lingerMs
     // only an updateOne can take later writes of its target in: lingering is for those
-    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) op.lingerUntil = lingerEndFor(op.deadline, Date.now() + linger)
+    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) op.lingerUntil = lingerEndFor(op.deadline, this.#options.clock.now() + linger)
     const signal = options?.signal
     if (signal !== undefined && !this.#aborts.watch(op, signal)) {
       this.#settler.reject(op, abortError(0))

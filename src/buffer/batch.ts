@@ -1,3 +1,4 @@
+import type { ClockTimer } from '../clock.js'
 import type { AnyBulkWriteOperation, Collection } from 'mongodb'
 import type { TraceLink, WriteOp } from '../write/write-op.js'
 
@@ -49,7 +50,7 @@ export interface TakeMoment { now: number, flushing: boolean }
  */
 export class Batch {
   /** when a retry is scheduled: the backoff timer */
-  retryTimer: NodeJS.Timeout | null = null
+  retryTimer: ClockTimer | null = null
   /** performance.now() since when its oldest write (about) waited in the queue */
   queuedAt = 0
   /** set by send(): the span of the failed attempt this send repeats, if traced */

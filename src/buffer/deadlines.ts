@@ -1,3 +1,4 @@
+import { realClock, type Clock, type ClockTimer } from '../clock.js'
 import { AsyncResource } from 'node:async_hooks'
 import { ErrorCodes, WriteBufferError, type WriteOutcome } from '../errors.js'
 import type { WriteOp } from '../write/write-op.js'
@@ -25,36 +26,36 @@ const SWEEP_MS = 50
  * socketTimeoutMS / timeoutMS). Batches built meanwhile drop expired writes too.
  */
 export class Deadlines {
-  #timer: NodeJS.Timeout | null = null
+  #timer: ClockTimer | null = null
   /** bound to the buffer's construction context: a sweep belongs to no caller */
   readonly #sweepTask = AsyncResource.bind((): void => { this.#sweep() })
 
-  constructor (readonly defaultMs: number, readonly scope: DeadlineScope) {}
+  constructor (readonly defaultMs: number, readonly scope: DeadlineScope, readonly clock: Clock = realClock) {}
 
   /** Sets `op`'s deadline from its own timeout or the default; 0 = none. */
   start (op: WriteOp, timeoutMs: number | undefined): void {
     const ms = timeoutMs ?? this.defaultMs
     if (ms <= 0) return
-    op.deadline = Date.now() + ms
+    op.deadline = this.clock.now() + ms
     this.#arm()
   }
 
   #arm (): void {
     if (this.#timer !== null) return
-    this.#timer = setTimeout(this.#sweepTask, SWEEP_MS)
+    this.#timer = this.clock.setTimeout(this.#sweepTask, SWEEP_MS)
     this.#timer.unref()
   }
 
   #sweep (): void {
     this.#timer = null
     const expired: WriteOp[] = []
-    this.scope.expire(Date.now(), expired)
+    this.scope.expire(this.clock.now(), expired)
     for (const op of expired) this.scope.timedOut(op)
     if (this.scope.busy()) this.#arm()
   }
 
   stop (): void {
-    if (this.#timer !== null) clearTimeout(this.#timer)
+    if (this.#timer !== null) this.clock.clearTimeout(this.#timer)
     this.#timer = null
   }
 }

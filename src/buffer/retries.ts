@@ -1,3 +1,4 @@
+import { realClock, sleepUntil, type Clock, type ClockTimer } from '../clock.js'
 import { IN_FLIGHT, type WriteOp } from '../write/write-op.js'
 import type { Batch } from './batch.js'
 
@@ -22,10 +23,9 @@ export interface Fence { until: number, proof: Promise<number> | undefined, wind
  * that stays in flight meanwhile (Sender#isolateClosed). The timer is ref'd, as a backoff's:
  * writes wait behind it; once the buffer is closed the proof comes at once (ServerLiveness#stop).
  */
-export async function waitOut (since: number, windowMs: number, liveness: { replyAfter: (since: number) => Promise<number> }): Promise<void> {
+export async function waitOut (clock: Clock, since: number, windowMs: number, liveness: { replyAfter: (since: number) => Promise<number> }): Promise<void> {
   const answeredAt = await liveness.replyAfter(since).catch(() => since)
-  const until = Math.max(since, answeredAt) + windowMs
-  await new Promise(resolve => setTimeout(resolve, Math.max(0, until - Date.now())))
+  await sleepUntil(clock, Math.max(since, answeredAt) + windowMs)
 }
 
 /**
@@ -51,7 +51,7 @@ export class Retries {
   /** a fence started (`true`) or ended: the read cache keeps no answer meanwhile (cache/fences.ts) */
   onFence: ((batch: Batch, started: boolean) => void) | undefined
   /** per batch waiting for its fence's proof: the timer that tells its writes their deadline passed (#watchDeadlines) */
-  readonly #deadlineTimers = new Map<Batch, NodeJS.Timeout>()
+  readonly #deadlineTimers = new Map<Batch, ClockTimer>()
   /** batches waiting out a fence in flight, not held here (Sender#isolateClosed): their deadlines are watched all the same */
   readonly #inPlace = new Set<Batch>()
 
@@ -59,7 +59,8 @@ export class Retries {
     readonly policy: BackoffPolicy,
     readonly ready: () => void,
     /** a write of a waiting batch passed its deadline (told WRITE_BUFFER_TIMEOUT; its target stays held) */
-    readonly timedOut: (op: WriteOp) => void = () => {}
+    readonly timedOut: (op: WriteOp) => void = () => {},
+    readonly clock: Clock = realClock
   ) {}
 
   /** Sends `batch` again after its backoff, and not before its fence ends (if any). */
@@ -69,7 +70,7 @@ export class Retries {
     const backoff = cap / 2 + Math.random() * cap / 2 // jitter: no thundering herd on recovery
     this.scheduled++
     if (fence !== undefined) this.#fenced(batch) // its first attempt may still land, even if a write of it times out meanwhile
-    this.#hold(batch, Math.max(Date.now() + backoff, fence?.until ?? 0), fence)
+    this.#hold(batch, Math.max(this.clock.now() + backoff, fence?.until ?? 0), fence)
   }
 
   /** Holds the targets of `batch` (settled writes) until its fence ends. */
@@ -115,14 +116,14 @@ export class Retries {
       if (op.state === IN_FLIGHT && op.deadline > 0 && (earliest === 0 || op.deadline < earliest)) earliest = op.deadline
     }
     if (earliest === 0) return
-    const timer = setTimeout(() => {
+    const timer = this.clock.setTimeout(() => {
       this.#deadlineTimers.delete(batch)
       const waiting = this.#inPlace.has(batch) || (this.#backingOff.has(batch) && batch.retryTimer === null)
       if (!waiting) return // released, or its wait is timed now
-      const now = Date.now()
+      const now = this.clock.now()
       for (const op of batch.ops) if (op.state === IN_FLIGHT && op.deadline > 0 && op.deadline <= now) this.timedOut(op)
       this.#watchDeadlines(batch)
-    }, Math.max(0, earliest - Date.now()))
+    }, Math.max(0, earliest - this.clock.now()))
     if (this.#stopped) timer.unref()
     this.#deadlineTimers.set(batch, timer)
   }
@@ -143,19 +144,19 @@ export class Retries {
   #unwatch (batch: Batch): void {
     const timer = this.#deadlineTimers.get(batch)
     if (timer === undefined) return
-    clearTimeout(timer)
+    this.clock.clearTimeout(timer)
     this.#deadlineTimers.delete(batch)
   }
 
   #arm (batch: Batch, until: number): void {
     this.#unwatch(batch)
-    batch.retryTimer = setTimeout(() => {
+    batch.retryTimer = this.clock.setTimeout(() => {
       this.#backingOff.delete(batch)
       batch.retryTimer = null
       batch.queue.endRetryWait(batch) // puts back only the writes still to be sent
       this.#fenceEnded(batch)
       this.ready()
-    }, Math.max(0, until - Date.now()))
+    }, Math.max(0, until - this.clock.now()))
     if (this.#stopped) batch.retryTimer.unref()
   }
 
@@ -169,7 +170,7 @@ export class Retries {
   removeAll (): Batch[] {
     const batches = [...this.#backingOff]
     for (const batch of batches) {
-      if (batch.retryTimer !== null) clearTimeout(batch.retryTimer)
+      if (batch.retryTimer !== null) this.clock.clearTimeout(batch.retryTimer)
       batch.retryTimer = null
       this.#unwatch(batch)
       batch.queue.abandonWait(batch)

@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js'
 import type { AnyBulkWriteOperation, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
 import { classify, closedConnection, describeError, hasWriteErrors, isServerRefusal, writeBatchBoundOf, type Failure, type PartialFailure } from '../mongo/driver-errors.js'
@@ -23,6 +24,7 @@ export interface SenderOptions extends RetryPolicy {
   /** server-side time limit of every bulkWrite: after it, an attempt can no longer apply */
   maxTimeMS: number
   logger: Logger | undefined
+  clock: Clock
 }
 
 const NO_LINKS: readonly TraceLink[] = [] // a batch none of whose writes captured a span links to nothing
@@ -181,7 +183,7 @@ export class Sender {
     // meanwhile is told so then (WRITE_BUFFER_TIMEOUT, unknown), as one waiting for its retry is
     this.retries.watchDeadlines(batch)
     try {
-      await waitOut(Date.now(), this.#windowMs, this.liveness)
+      await waitOut(this.options.clock, this.options.clock.now(), this.#windowMs, this.liveness)
     } finally {
       this.retries.unwatch(batch)
     }
@@ -256,7 +258,7 @@ export class Sender {
   /** How long after an ambiguous attempt it may still apply: maxTimeMS + margin. */
   get #windowMs (): number { return this.options.maxTimeMS + FENCE_MARGIN_MS }
 
-  /** The fence of an attempt that failed ambiguously at `at` (Date.now()): its window after that, and after the server's first answer since. */
+  /** The fence of an attempt that failed ambiguously at `at` (clock time): its window after that, and after the server's first answer since. */
   #fenceFrom (at: number): Fence {
     const windowMs = this.#windowMs
     return { until: at + windowMs, proof: this.liveness.replyAfter(at), windowMs }
@@ -319,7 +321,7 @@ export class Sender {
   #wholeFailed (batch: Batch, err: unknown, span: TraceLink | undefined, known?: Failure, ops?: WriteOp[]): void {
     const failure = known ?? classify(err, this.#wire.mayHaveRetried(batch.route), this.driverRetries.everConnected())
     const name = batch.queue.name
-    const now = Date.now()
+    const now = this.options.clock.now()
     const answered = isServerRefusal(err) && !this.#wire.mayResend(batch.route)
     const fence: Fence | undefined = failure.outcome === 'unknown' && !answered ? this.#fenceFrom(now) : undefined
     const fenceUntil = fence?.until ?? 0

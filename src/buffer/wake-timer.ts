@@ -1,3 +1,5 @@
+import { realClock, type Clock, type ClockTimer } from '../clock.js'
+
 /**
  * The Dispatcher's one wake-up timer: fires its task at the earliest moment asked for.
  * Ref'd while armed: it is armed only while writes are queued, and a process that awaits a
@@ -5,13 +7,13 @@
  * nothing alive.
  */
 export class WakeTimer {
-  #timer: NodeJS.Timeout | null = null
+  #timer: ClockTimer | null = null
   #at = 0
 
   /** `task` is bound by the caller to the context it must run in */
-  constructor (readonly task: () => void) {}
+  constructor (readonly task: () => void, readonly clock: Clock = realClock) {}
 
-  /** Date.now() when it fires; 0 = not armed */
+  /** clock time when it fires; 0 = not armed */
   get at (): number { return this.#at }
 
   /** Fires no later than `at`. */
@@ -21,10 +23,10 @@ export class WakeTimer {
 
   /** Fires at `at` exactly; 0 disarms it. */
   set (at: number): void {
-    if (this.#timer !== null) clearTimeout(this.#timer)
+    if (this.#timer !== null) this.clock.clearTimeout(this.#timer)
     this.#timer = null
     this.#at = at
-    if (at !== 0) this.#timer = setTimeout(this.#fire, Math.max(0, at - Date.now()))
+    if (at !== 0) this.#timer = this.clock.setTimeout(this.#fire, Math.max(0, at - this.clock.now()))
   }
 
   readonly #fire = (): void => {

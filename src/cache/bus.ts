@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { realClock, type Clock, type ClockTimer } from '../clock.js'
 import type { Logger } from '../logger.js'
 import type { WriteOp } from '../write/write-op.js'
 import { decode, encode, summarize, type BusMessage } from './bus-message.js'
@@ -90,12 +91,14 @@ export class CacheBus {
   #stats = { published: 0, received: 0, dropped: 0, outages: 0 }
   readonly #heartbeatChannel: string
   readonly #heartbeat: Heartbeat
+  readonly #clock: Clock
 
   /** writes told `unknown` this turn, by collection (gatherUnknown) */
   readonly #gathered = new Map<string, WriteOp[]>()
 
-  constructor (options: ResolvedBusOptions, logger: Logger | undefined, listener: BusListener) {
+  constructor (options: ResolvedBusOptions, logger: Logger | undefined, listener: BusListener, clock: Clock = realClock) {
     this.#options = options
+    this.#clock = clock
     this.#logger = logger
     this.#listener = listener
     this.#heartbeatChannel = `${options.channel}:heartbeat:${this.instanceId}`
@@ -109,7 +112,7 @@ export class CacheBus {
       },
       stale: () => { this.#stale() },
       fresh: () => { this.#fresh() },
-    })
+    }, clock)
     const { redis } = options
     if (typeof redis === 'string') {
       import('ioredis').then((mod: unknown) => {
@@ -187,12 +190,12 @@ export class CacheBus {
         pub.disconnect()
         return
       }
-      let timer: NodeJS.Timeout | undefined
+      let timer: ClockTimer | undefined
       await Promise.race([
         pub.quit().catch(() => {}),
-        new Promise<void>(resolve => { timer = setTimeout(resolve, QUIT_MS) }),
+        new Promise<void>(resolve => { timer = this.#clock.setTimeout(resolve, QUIT_MS) }),
       ])
-      clearTimeout(timer)
+      if (timer !== undefined) this.#clock.clearTimeout(timer)
       pub.disconnect()
     }
   }
@@ -271,7 +274,7 @@ export class CacheBus {
     if (this.#closed) return
     const name = channel.toString()
     if (name === this.#heartbeatChannel) {
-      // when it was sent (performance.now() of this process): how prompt the whole loop is
+      // when it was sent (this process's clock): how prompt the whole loop is
       if (bytes.byteLength === 8) this.#heartbeat.beat(bytes.readDoubleLE(0))
       return
     }
@@ -281,7 +284,7 @@ export class CacheBus {
       message = decode(bytes)
     } catch (err) {
       this.#stats.dropped++
-      const now = Date.now()
+      const now = this.#clock.now()
       if (now - this.#lastMalformedWarn >= MALFORMED_WARN_MS) {
         this.#lastMalformedWarn = now
         this.#warn({ channel: this.#options.channel, bytes: bytes.byteLength, dropped: this.#stats.dropped, err: String(err) },

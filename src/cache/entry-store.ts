@@ -1,5 +1,6 @@
 import type { Document } from 'mongodb'
 import { BSON } from 'mongodb'
+import { realClock, type Clock } from '../clock.js'
 import type { Filter } from './filter-facts.js'
 import { answerOf, type Answer } from './footprint.js'
 import { ALL, answerKeys, docFieldKey, docFieldKeys, idIndexKey } from './index-keys.js'
@@ -28,7 +29,7 @@ export interface Entry {
   /** per top-level field of its (unprojected) document: the per-field index keys it is listed under */
   fieldKeys: Map<string, string[]> | undefined
   expires: number
-  /** performance.now() when the read that made it was sent: how old its answer may be */
+  /** clock time when the read that made it was sent: how old its answer may be */
   readAt: number
 }
 
@@ -50,7 +51,7 @@ export class EntryStore {
   #bytes = 0
   evictions = 0
 
-  constructor (readonly limits: StoreLimits) {}
+  constructor (readonly limits: StoreLimits, readonly clock: Clock = realClock) {}
 
   get size (): number { return this.#entries.size }
   get bytes (): number { return this.#bytes }
@@ -70,7 +71,7 @@ export class EntryStore {
 
   put (key: string, name: string, filter: Filter, projected: boolean, bytes: Uint8Array | null, doc: Document | null, ttlMs: number, readAt: number, idKnown = !projected): void {
     const entry: Entry = {
-      key, name, filter, filterId: undefined, projected, bytes, idKey: undefined, indexKeys: [], fieldKeys: undefined, expires: Date.now() + ttlMs, readAt,
+      key, name, filter, filterId: undefined, projected, bytes, idKey: undefined, indexKeys: [], fieldKeys: undefined, expires: this.clock.now() + ttlMs, readAt,
     }
     const old = this.#entries.get(key)
     if (old !== undefined) this.remove(old)

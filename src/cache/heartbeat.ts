@@ -1,3 +1,5 @@
+import { realClock, type Clock, type ClockTimer } from '../clock.js'
+
 /**
  * The cache bus's liveness check, end to end: every `intervalMs` the instance publishes a tiny
  * message on a channel of its own (on the publisher connection), carrying when it was sent, and
@@ -15,10 +17,11 @@
  * per interval per instance (10–20 messages a second), on a channel no other instance listens to.
  */
 export class Heartbeat {
+  readonly #clock: Clock
   readonly intervalMs: number
   readonly deadlineMs: number
-  #timer: NodeJS.Timeout | undefined
-  /** performance.now() of the beats sent at the last two ticks, the older first: the older one is judged at the next tick */
+  #timer: ClockTimer | undefined
+  /** clock time of the beats sent at the last two ticks, the older first: the older one is judged at the next tick */
   #sentAt = [-Infinity, -Infinity]
   /** when the latest beat that came back was sent */
   #echoed = -Infinity
@@ -34,7 +37,8 @@ export class Heartbeat {
   echoMs: number | undefined
 
   /** `send(sentAt)`: publish a beat carrying `sentAt`, handed back to `beat()` when it arrives */
-  constructor (offlineTtlMs: number, readonly on: { send: (sentAt: number) => void, stale: () => void, fresh: () => void }) {
+  constructor (offlineTtlMs: number, readonly on: { send: (sentAt: number) => void, stale: () => void, fresh: () => void }, clock: Clock = realClock) {
+    this.#clock = clock
     this.intervalMs = Math.min(100, Math.max(50, Math.round(offlineTtlMs / 5)))
     this.deadlineMs = 2 * this.intervalMs
   }
@@ -46,13 +50,21 @@ export class Heartbeat {
 
   start (): void {
     if (this.#timer !== undefined) return
-    this.#due = performance.now() + this.intervalMs
-    this.#timer = setInterval(() => { this.#tick() }, this.intervalMs)
+    this.#due = this.#clock.now() + this.intervalMs
+    this.#next()
+  }
+
+  /** One tick per interval, each timer set by the last (unref'd: a bus keeps no process alive). */
+  #next (): void {
+    this.#timer = this.#clock.setTimeout(() => {
+      this.#tick()
+      if (this.#timer !== undefined) this.#next()
+    }, this.intervalMs)
     this.#timer.unref()
   }
 
   stop (): void {
-    clearInterval(this.#timer)
+    if (this.#timer !== undefined) this.#clock.clearTimeout(this.#timer)
     this.#timer = undefined
     this.#armed = false
   }
@@ -61,7 +73,7 @@ export class Heartbeat {
   arm (): void {
     this.#armed = true
     this.#stale = false
-    this.#armedAt = performance.now()
+    this.#armedAt = this.#clock.now()
   }
 
   /** The subscription is lost: the bus is offline anyway, no verdict until it is back. */
@@ -73,7 +85,7 @@ export class Heartbeat {
   /** One of our beats came back: the one sent at `sentAt` (by default the last one sent). Only one back within the deadline makes a stale bus fresh. */
   beat (sentAt = this.#sentAt[1] as number): void {
     this.received++
-    const now = performance.now()
+    const now = this.#clock.now()
     this.echoMs = now - sentAt
     if (sentAt > this.#echoed) this.#echoed = sentAt
     if (this.#stale && this.#armed && sentAt >= this.#armedAt && this.echoMs <= this.deadlineMs) {
@@ -83,7 +95,7 @@ export class Heartbeat {
   }
 
   #tick (): void {
-    const now = performance.now()
+    const now = this.#clock.now()
     const late = now - this.#due > this.intervalMs
     this.#due = now + this.intervalMs
     // sent two ticks ago (at least the deadline ago): back by now, or the bus is not prompt

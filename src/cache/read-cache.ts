@@ -1,5 +1,6 @@
 import { BSON } from 'mongodb'
 import type { Collection, Document, FindOptions } from 'mongodb'
+import { realClock, type Clock } from '../clock.js'
 import { InvalidWriteError, describe } from '../errors.js'
 import type { Logger, ResolvedCacheOptions } from '../options.js'
 import { INSERT, type WriteOp } from '../write/write-op.js'
@@ -72,7 +73,7 @@ interface Flight {
   remote: Footprint[]
   /** the bus epoch when the read was sent (the subscription went down or up since: not cached) */
   busEpoch: number
-  /** performance.now() when the read was sent */
+  /** clock time when the read was sent */
   readAt: number
   /** a fence of its collection ended since the read was sent: the answer may be older than the write fenced (fences.ts) */
   fenceEnded: boolean
@@ -98,11 +99,13 @@ export class ReadCache {
   #trusted: boolean
   /** changes whenever the subscription goes down or comes back */
   #busEpoch = 0
+  readonly #clock: Clock
 
   /** @internal the buffer's, not a user's */
-  constructor (options: ResolvedCacheOptions, logger?: Logger) {
+  constructor (options: ResolvedCacheOptions, logger?: Logger, clock: Clock = realClock) {
     this.#options = options
-    this.#store = new EntryStore(options)
+    this.#clock = clock
+    this.#store = new EntryStore(options, clock)
     this.#effects = new WriteEffects(this.#store)
     this.#trusted = options.bus === undefined
     this.#bus = options.bus === undefined
@@ -111,7 +114,7 @@ export class ReadCache {
         remote: message => { this.#remote(message) },
         online: () => { this.#busChanged(true) },
         offline: () => { this.#busChanged(false) },
-      })
+      }, clock)
   }
 
   /** The buffer hands in a way to send what is queued now (a read waiting for writes). @internal */
@@ -180,11 +183,11 @@ export class ReadCache {
     }
   }
 
-  /** Whether an answer read at `readAt` (performance.now()) may be served: always with a live bus, only a young one without. */
+  /** Whether an answer read at `readAt` (clock time) may be served: always with a live bus, only a young one without. */
   #servable (readAt: number): boolean {
     if (this.#trusted) return true
     const offlineTtlMs = this.#options.bus?.offlineTtlMs ?? 0
-    return offlineTtlMs > 0 && performance.now() - readAt < offlineTtlMs
+    return offlineTtlMs > 0 && this.#clock.now() - readAt < offlineTtlMs
   }
 
   /** No fence of its collection stands, nor ended, since the flight's read was sent. */
@@ -216,7 +219,7 @@ export class ReadCache {
     const projection = options?.projection
     const key = readKey(name, f, projection)
     const decode = (bytes: Uint8Array | null): Document | null => bytes === null ? null : BSON.deserialize(bytes, collection.bsonOptions)
-    const now = Date.now()
+    const now = this.#clock.now()
     const entry = this.#store.get(key, now)
     if (entry !== undefined && this.#servable(entry.readAt)) {
       this.#stats.hits++
@@ -262,7 +265,7 @@ export class ReadCache {
         flight.remote = []
         flight.fenceEnded = false
         flight.busEpoch = this.#busEpoch
-        flight.readAt = performance.now()
+        flight.readAt = this.#clock.now()
         bytes = await collection.findOne<Uint8Array>(filter, { ...options, raw: true })
         // writes queued before this read that may change its answer: wait for them, read again
         answer = answerOf(filter, exactDoc(bytes), flight.projected, flight.idKnown)

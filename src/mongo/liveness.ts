@@ -1,3 +1,5 @@
+import { realClock, type Clock, type ClockTimer } from '../clock.js'
+
 /**
  * Proof that the server reads its sockets again, for the fence (buffer/retries.ts).
  *
@@ -21,7 +23,7 @@ export class ServerLiveness {
   #repliedAt = 0
   #probe: Promise<void> | null = null
   #stopped = false
-  #pause: { timer: NodeJS.Timeout, done: () => void } | null = null
+  #pause: { timer: ClockTimer, done: () => void } | null = null
 
   /**
    * `ping` undefined: the Db cannot run commands (a stand-in), and fences end by their time alone.
@@ -29,12 +31,17 @@ export class ServerLiveness {
    * connection that will never answer (a peer gone silent keeps its TCP connection: docs/server-behaviours.md: a frozen peer keeps its TCP connections)
    * must not hold every fence for good. `ping` is given the same limit, to give its connection up.
    */
-  constructor (readonly ping: ((timeoutMs: number) => Promise<unknown>) | undefined, readonly retryMs = 100, readonly timeoutMs = PING_TIMEOUT_MS) {}
+  constructor (
+    readonly ping: ((timeoutMs: number) => Promise<unknown>) | undefined,
+    readonly retryMs = 100,
+    readonly timeoutMs = PING_TIMEOUT_MS,
+    readonly clock: Clock = realClock
+  ) {}
 
-  /** Date.now() of the first answer to a ping sent at or after `since` (now, once stopped). */
+  /** Clock time of the first answer to a ping sent at or after `since` (now, once stopped). */
   async replyAfter (since: number): Promise<number> {
     while (this.#sentAt < since) {
-      if (this.#stopped || this.ping === undefined) return Date.now()
+      if (this.#stopped || this.ping === undefined) return this.clock.now()
       this.#probe ??= this.#pingOnce().finally(() => { this.#probe = null })
       await this.#probe
     }
@@ -45,33 +52,33 @@ export class ServerLiveness {
   stop (): void {
     this.#stopped = true
     if (this.#pause !== null) {
-      clearTimeout(this.#pause.timer)
+      this.clock.clearTimeout(this.#pause.timer)
       this.#pause.done()
     }
   }
 
   async #pingOnce (): Promise<void> {
-    const sentAt = Date.now()
-    let timer: NodeJS.Timeout | undefined
+    const sentAt = this.clock.now()
+    let timer: ClockTimer | undefined
     try {
       const unanswered = new Promise<never>((_resolve, reject) => {
-        timer = setTimeout(() => { reject(new Error(`ping unanswered after ${this.timeoutMs} ms`)) }, this.timeoutMs)
+        timer = this.clock.setTimeout(() => { reject(new Error(`ping unanswered after ${this.timeoutMs} ms`)) }, this.timeoutMs)
       })
       const ping = (this.ping as (timeoutMs: number) => Promise<unknown>)(this.timeoutMs)
       ping.catch(() => {}) // abandoned when unanswered in time
       await Promise.race([ping, unanswered])
       if (sentAt > this.#sentAt) {
         this.#sentAt = sentAt
-        this.#repliedAt = Date.now()
+        this.#repliedAt = this.clock.now()
       }
     } catch {
       // not reachable yet: ask again shortly (ref'd: writes wait behind this fence; stop() ends it)
       await new Promise<void>(resolve => {
         const done = (): void => { this.#pause = null; resolve() }
-        this.#pause = { timer: setTimeout(done, this.retryMs), done }
+        this.#pause = { timer: this.clock.setTimeout(done, this.retryMs), done }
       })
     } finally {
-      clearTimeout(timer)
+      if (timer !== undefined) this.clock.clearTimeout(timer)
     }
   }
 }

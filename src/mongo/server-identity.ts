@@ -1,3 +1,4 @@
+import { realClock, type Clock } from '../clock.js'
 import type { Db, Document } from 'mongodb'
 
 /**
@@ -53,10 +54,10 @@ export function nonGenuineHost (hosts: ReadonlyArray<{ host?: string } | string>
 export class ServerIdentity {
   #known: Verdict | undefined
   #asking: Promise<Verdict> | null = null
-  /** Date.now() before which a buildInfo that could not be sent is not sent again */
+  /** clock time before which a buildInfo that could not be sent is not sent again */
   #askAgainAt = 0
 
-  constructor (readonly db: Pick<Db, 'command'> & { client?: unknown }) {}
+  constructor (readonly db: Pick<Db, 'command'> & { client?: unknown }, readonly clock: Clock = realClock) {}
 
   /** MongoDB or not, once known (a buildInfo answered, or a host known not to be); undefined before. */
   knownMongoDB (): boolean | undefined { return this.#known?.mongo }
@@ -72,7 +73,7 @@ export class ServerIdentity {
     if (typeof this.db.command !== 'function') return Promise.resolve(UNPROVEN)
     const hosts = (this.db as { client?: { options?: { hosts?: Array<{ host?: string }> } } }).client?.options?.hosts
     if (nonGenuineHost(hosts)) return Promise.resolve(this.#known = UNPROVEN)
-    if (this.#asking === null && Date.now() < this.#askAgainAt) return Promise.resolve(UNPROVEN)
+    if (this.#asking === null && this.clock.now() < this.#askAgainAt) return Promise.resolve(UNPROVEN)
     this.#asking ??= this.db.command({ buildInfo: 1 }).then(
       info => (this.#known = { mongo: looksLikeMongoDB(info), statements: reportsStatements(info) }),
       (err: unknown) => {
@@ -80,7 +81,7 @@ export class ServerIdentity {
         // not proven MongoDB, for good; a failure to reach the server is asked again, not before
         // ASK_AGAIN_MS (wire.ts asks at every batch while it does not know)
         if (typeof (err as { code?: unknown } | null)?.code === 'number') this.#known = UNPROVEN
-        else this.#askAgainAt = Date.now() + ASK_AGAIN_MS
+        else this.#askAgainAt = this.clock.now() + ASK_AGAIN_MS
         return UNPROVEN
       }
     ).finally(() => { this.#asking = null })

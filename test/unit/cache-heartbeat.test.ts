@@ -1,14 +1,15 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { beforeEach, describe, expect, it } from 'vitest'
 import { Heartbeat } from '../../src/cache/heartbeat.js'
+import { FakeClock } from './fake-clock.js'
 
-/** The cache bus's liveness rule, on fake timers (test/cache-bus-frozen.test.ts freezes a real Redis). */
+/** The cache bus's liveness rule, on a fake clock (test/cache-bus-frozen.test.ts freezes a real Redis). */
 
-beforeEach(() => { vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'performance'] }) })
-afterEach(() => { vi.useRealTimers() })
+let clock: FakeClock
+beforeEach(() => { clock = new FakeClock() })
 
 function beat (offlineTtlMs: number): { hb: Heartbeat, events: string[] } {
   const events: string[] = []
-  const hb = new Heartbeat(offlineTtlMs, { send: () => { events.push('send') }, stale: () => { events.push('stale') }, fresh: () => { events.push('fresh') } })
+  const hb = new Heartbeat(offlineTtlMs, { send: () => { events.push('send') }, stale: () => { events.push('stale') }, fresh: () => { events.push('fresh') } }, clock)
   return { hb, events }
 }
 
@@ -21,11 +22,11 @@ describe('heartbeat', () => {
     const { hb, events } = beat(0)
     hb.start()
     hb.arm()
-    for (let i = 0; i < 10; i++) { vi.advanceTimersByTime(50); hb.beat() }
+    for (let i = 0; i < 10; i++) { clock.advance(50); hb.beat() }
     expect(events.filter(e => e !== 'send')).toEqual([])
-    vi.advanceTimersByTime(150) // three ticks without a beat back
+    clock.advance(150) // three ticks without a beat back
     expect(events.filter(e => e !== 'send')).toEqual(['stale'])
-    vi.advanceTimersByTime(500)
+    clock.advance(500)
     expect(events.filter(e => e !== 'send')).toEqual(['stale'])
     hb.beat()
     expect(events.filter(e => e !== 'send')).toEqual(['stale', 'fresh'])
@@ -36,10 +37,10 @@ describe('heartbeat', () => {
   it('no verdict before the subscription is confirmed, nor after it is lost (the bus is offline anyway)', () => {
     const { hb, events } = beat(0)
     hb.start()
-    vi.advanceTimersByTime(1000)
+    clock.advance(1000)
     hb.arm()
     hb.disarm()
-    vi.advanceTimersByTime(1000)
+    clock.advance(1000)
     hb.beat()
     expect(events.filter(e => e !== 'send')).toEqual([])
     hb.stop()
@@ -49,13 +50,11 @@ describe('heartbeat', () => {
     const { hb, events } = beat(0)
     hb.start()
     hb.arm()
-    vi.advanceTimersByTime(50)
+    clock.advance(50)
     hb.beat()
     // the loop blocked for 400 ms: the clock moves, the interval's callbacks did not run meanwhile
-    const now = performance.now()
-    vi.spyOn(performance, 'now').mockReturnValue(now + 400)
-    vi.advanceTimersToNextTimer()
-    vi.restoreAllMocks()
+    clock.block(400)
+    clock.advance(0)
     expect(events.filter(e => e !== 'send')).toEqual([])
     hb.stop()
   })

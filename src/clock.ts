@@ -1,0 +1,34 @@
+/**
+ * The buffer's time: one `now()` and its timers, passed in (the `clock` option, as lru-cache's
+ * `perf`), the real one by default. Deadlines, fences, lingers, backoffs, the bus heartbeat and
+ * the latency summaries read it, so each of their rules can be tested with a fake clock that
+ * moves only when the test says (test/unit/fake-clock.ts) instead of by waiting. Nothing else in
+ * src/ reads the time or sets a timer, except the Fastify plugin's own close timeout.
+ */
+export interface Clock {
+  /** Milliseconds since an arbitrary start, never going back (not a date). */
+  now: () => number
+  /** Runs `task` once, `ms` from now; the timer keeps the process alive until unref'd, as Node's. */
+  setTimeout: (task: () => void, ms: number) => ClockTimer
+  /** Cancels a timer not yet run; a timer already run or cancelled is ignored. */
+  clearTimeout: (timer: ClockTimer) => void
+}
+
+/** A timer of a Clock; `unref()` lets the process exit while it is armed. */
+export interface ClockTimer { unref: () => unknown }
+
+/**
+ * The real time: `Date.now()` and Node's timers. (Not yet `performance.now()`, which a wall-clock
+ * step cannot move: every time the buffer compares must come from one clock, and a value from
+ * the other would mix two origins.)
+ */
+export const realClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (task, ms) => setTimeout(task, ms),
+  clearTimeout: timer => { clearTimeout(timer as NodeJS.Timeout) },
+}
+
+/** Resolves at `until` on `clock` (at once if it has passed); the timer is ref'd. */
+export async function sleepUntil (clock: Clock, until: number): Promise<void> {
+  await new Promise<void>(resolve => { clock.setTimeout(resolve, Math.max(0, until - clock.now())) })
+}
