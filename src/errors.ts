@@ -2,7 +2,7 @@
  * Errors thrown or used to reject by the buffer: one family. `e instanceof WriteBufferError`
  * holds for every error this package creates —
  *
- *   WriteBufferError            closed, full, aborted, timed out, batch failed
+ *   WriteBufferError            closed, full, shed, aborted, timed out, batch failed
  *   ├─ WriteRejectedError       the server refused this write (code = the server's: 11000…)
  *   └─ ConnectError             the plugin could not reach the server at start-up
  *   InvalidWriteError           bad input to a write   } TypeErrors (`instanceof TypeError` holds),
@@ -23,6 +23,8 @@ export type WriteOutcome = 'not-sent' | 'rejected' | 'unknown'
 export const ErrorCodes = {
   CLOSED: 'WRITE_BUFFER_CLOSED',
   FULL: 'WRITE_BUFFER_FULL',
+  /** refused at the door: at the rate the buffer drains now, the write would pass its deadline still queued */
+  SHED: 'WRITE_BUFFER_SHED',
   ABORTED: 'WRITE_BUFFER_ABORTED',
   TIMEOUT: 'WRITE_BUFFER_TIMEOUT',
   BATCH_FAILED: 'WRITE_BUFFER_BATCH_FAILED',
@@ -39,7 +41,7 @@ const ordinaryInstanceOf = Function.prototype[Symbol.hasInstance]
 
 /**
  * The family's base: every error of this package is `instanceof WriteBufferError`. Its own
- * instances are the buffer's errors (closed, full, aborted, timed out, batch failed).
+ * instances are the buffer's errors (closed, full, shed, aborted, timed out, batch failed).
  */
 export class WriteBufferError extends Error {
   /** our string code, or the server's number when the server refused the write (WriteRejectedError) */
@@ -48,7 +50,7 @@ export class WriteBufferError extends Error {
   readonly attempts: number
   /** HTTP status Fastify's error handler answers with when a route does not catch this */
   readonly statusCode: number
-  /** e.g. Retry-After on WRITE_BUFFER_FULL (Fastify's error handler sends `error.headers`) */
+  /** e.g. Retry-After on WRITE_BUFFER_FULL and WRITE_BUFFER_SHED (Fastify's error handler sends `error.headers`) */
   readonly headers: Record<string, string> | undefined
 
   constructor (code: ErrorCode | number, message: string, outcome: WriteOutcome, attempts = 0, cause?: unknown) {
@@ -60,7 +62,7 @@ export class WriteBufferError extends Error {
     // a refusal by the server or bad input is the app's to handle (500 until it maps it, e.g.
     // 11000 → 409); the buffer's own trouble is a temporary unavailability
     this.statusCode = typeof code === 'number' || code === ErrorCodes.INVALID_WRITE || code === ErrorCodes.INVALID_OPTION ? 500 : 503
-    this.headers = code === ErrorCodes.FULL ? { 'retry-after': '1' } : undefined
+    this.headers = code === ErrorCodes.FULL || code === ErrorCodes.SHED ? { 'retry-after': '1' } : undefined
   }
 
   /**

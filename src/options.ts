@@ -89,8 +89,18 @@ export interface WriteBufferOptions {
   maxPendingBytes?: number
   /** What a write does when the buffer is full. Default: {@link DEFAULTS}. */
   onFull?: 'wait' | 'reject'
-  /** Concurrent bulkWrite commands across all collections. Default: {@link DEFAULTS}. */
+  /**
+   * The most bulkWrite commands on the wire at once, across all collections: the ceiling of the
+   * adaptive limit, or the limit itself when `inFlightLimit` is `'fixed'`. Default: {@link DEFAULTS}.
+   */
   maxInFlight?: number
+  /**
+   * `'adaptive'`: the limit on bulkWrites in flight starts at 4 (or `maxInFlight` if lower), grows
+   * while round trips per write stay near the least seen, and shrinks when they grow (queueing)
+   * or the server says it is overloaded, within [1, maxInFlight] (README: how the limit moves).
+   * `'fixed'`: always `maxInFlight`. Default: {@link DEFAULTS}.
+   */
+  inFlightLimit?: 'adaptive' | 'fixed'
   /** Merge consecutive same-target updateOnes ($set, $inc, $unset, $max, $min, $addToSet, $setOnInsert) into one op. Default: {@link DEFAULTS}. */
   coalesce?: boolean
   /** Write concern passed to every bulkWrite. Default: the collection's. */
@@ -139,6 +149,7 @@ export interface ResolvedOptions {
   maxPendingBytes: number
   onFullReject: boolean
   maxInFlight: number
+  adaptiveInFlight: boolean
   coalesce: boolean
   writeConcern: WriteConcernSettings | undefined
   writeTimeoutMs: number
@@ -195,7 +206,9 @@ export const DEFAULTS = deepFreeze({
   maxPending: 100_000,
   maxPendingBytes: 256 * MiB,
   onFull: 'wait',
-  maxInFlight: 4,
+  /** the adaptive limit's ceiling: it starts at 4 and climbs only while round trips per write stay near the least seen */
+  maxInFlight: 16,
+  inFlightLimit: 'adaptive',
   coalesce: true,
   writeTimeoutMs: 0,
   maxTimeMS: 5_000,
@@ -284,6 +297,7 @@ const KNOWN = {
   maxPendingBytes: true,
   onFull: true,
   maxInFlight: true,
+  inFlightLimit: true,
   coalesce: true,
   writeConcern: true,
   writeTimeoutMs: true,
@@ -346,6 +360,10 @@ export function resolveOptions (input: unknown): ResolvedOptions {
   if (onFull !== undefined && onFull !== 'wait' && onFull !== 'reject') {
     throw new InvalidOptionError(`onFull must be 'wait' or 'reject', got ${describe(onFull)}`)
   }
+  const inFlightLimit: unknown = o.inFlightLimit
+  if (inFlightLimit !== undefined && inFlightLimit !== 'adaptive' && inFlightLimit !== 'fixed') {
+    throw new InvalidOptionError(`inFlightLimit must be 'adaptive' or 'fixed', got ${describe(inFlightLimit)}`)
+  }
   const retry = object('retry', o.retry) ?? {}
   checkKnown('retry.', retry, KNOWN_RETRY)
   const logger = object('logger', o.logger)
@@ -377,6 +395,7 @@ export function resolveOptions (input: unknown): ResolvedOptions {
     maxPendingBytes: int('maxPendingBytes', o.maxPendingBytes, DEFAULTS.maxPendingBytes, 17 * MiB, Number.MAX_SAFE_INTEGER),
     onFullReject: (o.onFull ?? DEFAULTS.onFull) === 'reject',
     maxInFlight: int('maxInFlight', o.maxInFlight, DEFAULTS.maxInFlight, 1, 256),
+    adaptiveInFlight: (o.inFlightLimit ?? DEFAULTS.inFlightLimit) === 'adaptive',
     coalesce: bool('coalesce', o.coalesce, DEFAULTS.coalesce),
     writeConcern: checkWriteConcern(object('writeConcern', o.writeConcern)),
     writeTimeoutMs: int('writeTimeoutMs', o.writeTimeoutMs, DEFAULTS.writeTimeoutMs, 0, 86_400_000),

@@ -5,6 +5,7 @@ import { abortError, Aborts } from './buffer/aborts.js'
 import { Deadlines, timeoutError } from './buffer/deadlines.js'
 import { DetachedFailures } from './buffer/detached-failures.js'
 import { Dispatcher } from './buffer/dispatcher.js'
+import { DrainRate } from './buffer/drain-rate.js'
 import { closedError } from './buffer/outcomes.js'
 import { FlushTracker } from './buffer/flush-tracker.js'
 import { CollectionQueue } from './buffer/collection-queue.js'
@@ -33,6 +34,8 @@ export interface WriteBufferStats {
   waiting: number
   /** bulkWrite commands in flight */
   inFlight: number
+  /** how many bulkWrite commands may be in flight now: the adaptive limit (1 to `maxInFlight`), or `maxInFlight` when fixed */
+  inFlightLimit: number
   /** bulkWrite commands sent */
   batches: number
   /** writes acknowledged by the server */
@@ -47,6 +50,10 @@ export interface WriteBufferStats {
   retries: number
   /** batches the server refused as a whole command, split to pin the writes to blame */
   isolatedBatches: number
+  /** batches the server refused or interrupted as overloaded (462, 463, 473, SystemOverloadedError): each halves the in-flight limit, at most once per round */
+  overloadedBatches: number
+  /** writes refused at the door (WRITE_BUFFER_SHED): at the rate the buffer drains, they would have passed their deadline queued */
+  shedOps: number
   /**
    * the most writes the server takes in one command: as its hello announced it, or as it taught
    * by refusing a command for more (DocumentDB: 25,000 where hello says 100,000); undefined
@@ -80,6 +87,9 @@ export class WriteBuffer {
   readonly #dispatcher: Dispatcher
   readonly #sender: Sender
   readonly #tracing: Tracing
+  /** writes acknowledged per ms while backlogged: what a write with a deadline is judged by at the door */
+  readonly #drainRate = new DrainRate()
+  #shedOps = 0
   #closed = false
   #closing: Promise<void> | null = null
   /** what every handle submits through (with its queue): no closures per collection */
@@ -117,9 +127,15 @@ export class WriteBuffer {
     const sender = this.#sender = new Sender(o, settler, this.#retries, driverRetries, new ServerIdentity(db, o.clock), this.#liveness, this.#tracing,
       WriteCommand.for(db, o.writeConcern, o.maxTimeMS))
     if (o.cache?.bus !== undefined) sender.onAcknowledged = (name, ops, upsertedIdOf) => { cache?.published(name, ops, upsertedIdOf) }
+    sender.onRoundTrip = (batch, ms, now) => {
+      this.#dispatcher.roundTrip(ms, batch.size, now)
+      // backlogged: a full batch is left behind it, or writes wait for room
+      this.#drainRate.acknowledged(batch.size, batch.queue.size >= o.maxBatchSize || this.#admission.waiting > 0, now)
+    }
+    sender.onOverload = now => { this.#dispatcher.overloaded(now) }
     if (cache !== undefined) this.#retries.onFence = (batch, started) => { cache.fenced(batch.queue.name, batch.ops, started) }
     this.#dispatcher = new Dispatcher(
-      { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, lingerMs: o.lingerMs },
+      { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, adaptiveInFlight: o.adaptiveInFlight, lingerMs: o.lingerMs },
       {
         send: batch => { sender.send(batch) },
         timedOut,
@@ -167,6 +183,7 @@ export class WriteBuffer {
       pending: this.#admission.pending,
       waiting: this.#admission.waiting,
       inFlight: this.#dispatcher.inFlight,
+      inFlightLimit: this.#dispatcher.inFlightLimit,
       batches: this.#dispatcher.sent,
       acknowledgedOps: this.#settler.acknowledged,
       // eslint-disable-next-line @typescript-eslint/no-deprecated -- the deprecated alias is still filled in
@@ -175,6 +192,8 @@ export class WriteBuffer {
       coalescedOps,
       retries: this.#retries.scheduled,
       isolatedBatches: this.#sender.isolated,
+      overloadedBatches: this.#sender.overloaded,
+      shedOps: this.#shedOps,
       maxWriteBatchSize: this.#sender.driverRetries.maxWriteBatchSize(),
       queueWaitMs: this.#sender.queueWait.summary(),
       roundTripMs: this.#sender.roundTrip.summary(),
@@ -263,11 +282,13 @@ export class WriteBuffer {
 
   /** Deadline, abort signal, room, read cache: the same for awaited and detached writes. */
   #enter (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): void {
-    this.#deadlines.start(op, options?.timeoutMs)
+    const timeoutMs = this.#deadlines.start(op, options?.timeoutMs)
     const linger = options?.lingerMs
     // only an updateOne can take later writes of its target in: lingering is for those
     if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) op.lingerUntil = lingerEndFor(op.deadline, this.#options.clock.now() + linger)
     const signal = options?.signal
+    // a write with a deadline, while the buffer is backlogged: one that would expire queued is told now (drain-rate.ts)
+    if (timeoutMs > 0 && this.#drainRate.measured && this.#shed(queue, op, timeoutMs)) return
     if (signal !== undefined && !this.#aborts.watch(op, signal)) {
       this.#settler.reject(op, abortError(0))
     } else if (!this.#admission.offer(op)) {
@@ -277,5 +298,19 @@ export class WriteBuffer {
     } else {
       this.cache?.noteWrite(queue.name, op) // a read after this call must see it, even while it waits
     }
+  }
+
+  /**
+   * Refuses `op` (WRITE_BUFFER_SHED, not-sent) when the writes ahead of it — its collection's
+   * queued writes and every write waiting for room — would outlast its `timeoutMs` at the rate
+   * the buffer drains now. The whole buffer's rate is what its collection could get at best.
+   */
+  #shed (queue: CollectionQueue, op: WriteOp, timeoutMs: number): boolean {
+    const ahead = queue.size + this.#admission.waiting
+    if (!this.#drainRate.refuses(timeoutMs, ahead, performance.now())) return false
+    this.#shedOps++
+    this.#settler.reject(op, new WriteBufferError(ErrorCodes.SHED,
+      `write shed: the ${ahead} writes ahead of it would outlast its ${timeoutMs} ms deadline at the rate the buffer drains now`, 'not-sent', 0))
+    return true
   }
 }

@@ -186,6 +186,8 @@ describe('example app, through app.inject', () => {
     expect(res.body).toMatch(/^fwb_bulk_writes_total [1-9]\d*$/m)
     expect(res.body).toMatch(/^fwb_round_trip_ms\{quantile="0.99"\} [\d.]+$/m)
     expect(res.body).toMatch(/^fwb_queue_wait_ms_count [1-9]\d*$/m)
+    expect(res.body).toMatch(/^fwb_in_flight_limit [1-9]\d*$/m)
+    expect(res.body).toMatch(/^fwb_shed_writes_total \d+$/m)
   })
 
   it('401 with one message for a wrong password and an unknown user', async () => {

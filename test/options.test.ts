@@ -19,6 +19,7 @@ describe('options are validated once, with the bad value in the message', () => 
     [{ lingerMs: 5, flushIntervalMs: 5 }, /give only lingerMs/],
     [{ onFull: 'drop' }, /onFull must be 'wait' or 'reject', got "drop"/],
     [{ maxInFlight: 0 }, /maxInFlight/],
+    [{ inFlightLimit: 'auto' }, /inFlightLimit must be 'adaptive' or 'fixed', got "auto"/],
     [{ maxPending: null }, /maxPending .* got null/],
     [{ coalesce: 'yes' }, /coalesce must be a boolean/],
     [{ logger: { debug: 1 } }, /logger.debug must be a function/],

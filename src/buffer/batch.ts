@@ -11,6 +11,8 @@ export interface BatchQueue {
   readonly name: string
   readonly collection: Collection
   readonly ordered: boolean
+  /** writes queued (not out): a full batch's worth left behind an acknowledged one means a backlog (drain-rate.ts) */
+  readonly size: number
   /** the batch's answer was handled: its targets are free, its listener is told */
   returned: (batch: Batch) => void
   /** the batch waits to be resent (backoff, fence): it holds its targets meanwhile */

@@ -32,12 +32,13 @@ export class Deadlines {
 
   constructor (readonly defaultMs: number, readonly scope: DeadlineScope, readonly clock: Clock = realClock) {}
 
-  /** Sets `op`'s deadline from its own timeout or the default; 0 = none. */
-  start (op: WriteOp, timeoutMs: number | undefined): void {
+  /** Sets `op`'s deadline from its own timeout or the default, and returns that timeout (ms); 0 = none. */
+  start (op: WriteOp, timeoutMs: number | undefined): number {
     const ms = timeoutMs ?? this.defaultMs
-    if (ms <= 0) return
+    if (ms <= 0) return 0
     op.deadline = this.clock.now() + ms
     this.#arm()
+    return ms
   }
 
   #arm (): void {

@@ -2,14 +2,17 @@ import { AsyncResource } from 'node:async_hooks'
 import type { WriteOp } from '../write/write-op.js'
 import type { Batch, BatchLimits, TakeMoment } from './batch.js'
 import type { CollectionQueue, QueueListener } from './collection-queue.js'
+import { InFlightLimit } from './in-flight-limit.js'
 import { OneCommand } from './one-command.js'
 import { PumpSchedule } from './pump-schedule.js'
 import { Ring } from './ring.js'
 import { WakeTimer } from './wake-timer.js'
 
 export interface DispatchOptions extends BatchLimits {
-  /** concurrent bulkWrites across all collections */
+  /** concurrent bulkWrites across all collections: the ceiling of the adaptive limit, or the limit */
   maxInFlight: number
+  /** the limit moves within [1, maxInFlight] (in-flight-limit.ts); else it is maxInFlight */
+  adaptiveInFlight?: boolean
   /** longest a write may wait for company; 0 = adaptive (group commit) */
   lingerMs: number
 }
@@ -74,7 +77,8 @@ const COMPANY = 64
  * lingerMs ahead; when it comes, a batch is full or a batch returns, everything queued goes.
  * So lingerMs bounds the wait of a write that finds the buffer idle (bigger batches at low load).
  *
- * Either way `maxInFlight` bounds the bulkWrites on the wire, and "due" (a retry whose backoff
+ * Either way the in-flight limit bounds the bulkWrites on the wire (at most `maxInFlight`; it
+ * moves with the round trips per write and the server's overload answers: in-flight-limit.ts), and "due" (a retry whose backoff
  * ended, the wake-up) sends every queue now, as far as slots and held targets allow; what is
  * left waits for whatever holds it (a batch's return, a backoff, a linger) to pump again.
  * "Flushing" (flush(), close(), a cache miss that must see queued writes) is due that lasts
@@ -95,6 +99,8 @@ export class Dispatcher implements QueueListener {
   readonly #lingering = new Set<CollectionQueue>()
   readonly #policy: Policy
   #inFlight = 0
+  /** how many bulkWrites may be on the wire now */
+  readonly #limit: InFlightLimit
   #due = false
   /** flushAll() was called (flush, close, a cache read): due, lingering writes included, until nothing is queued */
   #kicked = false
@@ -120,10 +126,19 @@ export class Dispatcher implements QueueListener {
 
   constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
     this.#bounds = new OneCommand(options, hooks.serverMaxCount, hooks.commandMaxBytes)
+    this.#limit = new InFlightLimit(options.maxInFlight, options.adaptiveInFlight === true)
     this.#policy = options.lingerMs === 0 ? this.#groupCommit() : this.#lingerFor(options.lingerMs)
   }
 
   get inFlight (): number { return this.#inFlight }
+  /** bulkWrites that may be on the wire now (stats) */
+  get inFlightLimit (): number { return this.#limit.value }
+
+  /** A batch of `writes` was acknowledged `ms` after it was sent (`now`: performance.now()), before it returns. */
+  roundTrip (ms: number, writes: number, now: number): void { this.#limit.sample(ms, writes, this.#inFlight, now) }
+
+  /** The server answered a batch that it is overloaded (before the batch returns). */
+  overloaded (now: number): void { this.#limit.overloaded(now) }
   get queues (): readonly CollectionQueue[] { return this.#queues }
 
   add (queue: CollectionQueue): void { this.#queues.push(queue) }
@@ -222,7 +237,7 @@ export class Dispatcher implements QueueListener {
   #takeLimits (queue: CollectionQueue, limits: BatchLimits): BatchLimits {
     const n = queue.size
     if (n < 2 * this.#policy.pipelineAt || n >= 2 * limits.maxCount || !queue.allFresh) return limits
-    return this.options.maxInFlight - this.#inFlight >= 2 ? { ...limits, maxCount: Math.ceil(n / 2) } : limits
+    return this.#limit.value - this.#inFlight >= 2 ? { ...limits, maxCount: Math.ceil(n / 2) } : limits
   }
 
   /** Whether `queue` may send now without being due. */
@@ -240,7 +255,7 @@ export class Dispatcher implements QueueListener {
   }
 
   #pump (): void {
-    const { maxInFlight } = this.options
+    const maxInFlight = this.#limit.value
     const limits = this.#bounds.current()
     const expired = this.#expired
     const flushing = this.#flushing()

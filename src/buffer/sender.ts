@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js'
 import type { AnyBulkWriteOperation, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
-import { classify, closedConnection, describeError, hasWriteErrors, isServerRefusal, writeBatchBoundOf, type Failure, type PartialFailure } from '../mongo/driver-errors.js'
+import { classify, closedConnection, describeError, hasWriteErrors, isOverload, isServerRefusal, writeBatchBoundOf, type Failure, type PartialFailure } from '../mongo/driver-errors.js'
 import type { SentAnswer, WriteCommand } from '../mongo/write-command.js'
 import type { ServerIdentity } from '../mongo/server-identity.js'
 import { foundUnsendable, NOT_SERIALIZER, SERIALIZER_IF_FOUND, serializerFailure } from '../write/send-check.js'
@@ -45,6 +45,12 @@ export class Sender {
   onAcknowledged: ((name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown) => void) | undefined
   /** batches refused as a whole command and split to isolate the writes to blame (stats) */
   isolated = 0
+  /** batches the server refused or interrupted because it is overloaded (stats) */
+  overloaded = 0
+  /** told each acknowledged batch's round trip (ms, `now`: performance.now()), before its writes settle (the in-flight limit, the drain rate) */
+  onRoundTrip: ((batch: Batch, ms: number, now: number) => void) | undefined
+  /** told each batch the server answered it is overloaded (462, 463, 473, SystemOverloadedError), before the batch returns */
+  onOverload: ((now: number) => void) | undefined
   /** close() gave up waiting: a batch still on the wire that fails is not sent again */
   #final = false
 
@@ -93,11 +99,13 @@ export class Sender {
   #answer (batch: Batch, started: number, span: BatchSpan | undefined, failed: boolean, answer: unknown): void {
     try {
       // the round trip ends when the driver answers (not after a follow-up read of ours)
-      this.#answered(batch, started, span, failed ? answer : undefined)
+      const now = this.#answered(batch, started, span, failed ? answer : undefined)
       if (!failed) {
+        this.onRoundTrip?.(batch, now - started, now)
         this.#acknowledged(batch, answer as SentAnswer | undefined)
         return
       }
+      this.#overloaded(answer, now)
       this.#failed(batch, answer, span?.context).catch((bug: unknown) => { this.#internalError(batch, bug) })
     } catch (bug) {
       this.#internalError(batch, bug)
@@ -121,12 +129,20 @@ export class Sender {
     this.#return(batch)
   }
 
-  /** Once per attempt, when the driver answered: its round trip, span and telemetry. */
-  #answered (batch: Batch, started: number, span: BatchSpan | undefined, err: unknown): void {
+  /** Once per attempt, when the driver answered: its round trip, span and telemetry. Returns when (performance.now()). */
+  #answered (batch: Batch, started: number, span: BatchSpan | undefined, err: unknown): number {
     const now = performance.now()
     this.roundTrip.record(now - started, now)
     this.tracing.end(span, err)
     if (batchChannel.hasSubscribers) publishBatch(batch.queue.name, batch.size, started, err)
+    return now
+  }
+
+  /** The server said it is overloaded (however the driver shaped its answer): counted, and told before the batch returns. */
+  #overloaded (err: unknown, now: number): void {
+    if (!isOverload(wholeRefusal(err) ?? err)) return
+    this.overloaded++
+    this.onOverload?.(now)
   }
 
   #return (batch: Batch): void {

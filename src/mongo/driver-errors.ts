@@ -54,6 +54,8 @@ export function hasWriteErrors (err: unknown): err is PartialFailure {
 // RetryableError: the server killed a command it was running, which may have applied part of it.
 const OVERLOADED = 462
 const INTERRUPTED_DUE_TO_OVERLOAD = 473
+/** the codes of a server shedding load: refused (462, 463) or interrupted (473) */
+const OVERLOAD_CODES: ReadonlySet<number> = new Set([OVERLOADED, 463, INTERRUPTED_DUE_TO_OVERLOAD])
 /** InvalidLength: a command with no statements, or more than the server's write batch bound */
 const INVALID_LENGTH = 16
 
@@ -181,6 +183,17 @@ function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome,
     return { outcome: 'unknown', transient, error: e }
   }
   return { outcome: 'unknown', transient: false, error: e }
+}
+
+/**
+ * Whether the server answered that it is overloaded: an overload code (462, 463, 473) or the
+ * `SystemOverloadedError` label, however the driver wrapped it. What it means for the writes is
+ * `classify`'s; this says only that the server asks for less (the in-flight limit halves).
+ */
+export function isOverload (err: unknown): boolean {
+  const e = unwrap(err) as MaybeMongoError | null | undefined
+  if (e === null || e === undefined) return false
+  return (typeof e.code === 'number' && OVERLOAD_CODES.has(e.code)) || e.hasErrorLabel?.(Label.SystemOverloadedError) === true
 }
 
 /** One line for logs and error messages: `Name code: message`. */

@@ -22,9 +22,11 @@ describe('DEFAULTS: every default declared once', () => {
   })
 
   it('is what resolveOptions gives for options left out', () => {
-    const { retry, cache: _cache, onFull, ...top } = DEFAULTS
+    const { retry, cache: _cache, onFull, inFlightLimit, ...top } = DEFAULTS
     const o = resolveOptions({})
-    expect(o).toMatchObject({ ...top, ...retry, onFullReject: (onFull as 'wait' | 'reject') === 'reject', cache: undefined })
+    expect(o).toMatchObject({
+      ...top, ...retry, onFullReject: (onFull as 'wait' | 'reject') === 'reject', adaptiveInFlight: (inFlightLimit as 'adaptive' | 'fixed') === 'adaptive', cache: undefined,
+    })
     const bus = { redis: 'redis://127.0.0.1:1' }
     expect(resolveOptions({ cache: { bus } }).cache).toEqual({
       ttlMs: DEFAULTS.cache.ttlMs,
@@ -69,12 +71,12 @@ describe("the README's options table against DEFAULTS (scripts/check-readme.mjs)
 
   it('fails on a default changed in the README table, a group\'s, or a "(default …)" in the prose', () => {
     const edited = README
-      .replace('| `maxInFlight` | 4 |', '| `maxInFlight` | 8 |')
+      .replace('| `maxInFlight` | 16 |', '| `maxInFlight` | 8 |')
       .replace('maxEntries: 10000', 'maxEntries: 20000')
       .replace("channel: 'fastify-write-buffer'", "channel: 'fwb'")
       .replace('`maxTimeMS` (default 5,000)', '`maxTimeMS` (default 6,000)')
     expect(checkOptionDefaults(edited, built).failures).toEqual([
-      expect.stringMatching(/^maxInFlight: DEFAULTS has 4, README line \d+ says 8$/),
+      expect.stringMatching(/^maxInFlight: DEFAULTS has 16, README line \d+ says 8$/),
       expect.stringMatching(/^cache\.maxEntries: DEFAULTS has 10000, README line \d+ says 20000$/),
       expect.stringMatching(/^cache\.bus\.channel: DEFAULTS has "fastify-write-buffer", README line \d+ says 'fwb'$/),
       expect.stringMatching(/^maxTimeMS: DEFAULTS has 5000, README line \d+ says \(default 6,000$/),
@@ -88,9 +90,9 @@ describe("the README's options table against DEFAULTS (scripts/check-readme.mjs)
     const withoutRow = README.replace(/^\| `maxInFlight` .*\n/m, '')
     expect(checkOptionDefaults(withoutRow, built).failures).toEqual([
       'option `maxInFlight` is not in the options table',
-      'maxInFlight: DEFAULTS has 4, the options table has no row for `maxInFlight`',
+      'maxInFlight: DEFAULTS has 16, the options table has no row for `maxInFlight`',
     ])
-    const extraRow = README.replace('| `maxInFlight` |', '| `maxInflight` | 4 | typo |\n| `maxInFlight` |')
+    const extraRow = README.replace('| `maxInFlight` |', '| `maxInflight` | 16 | typo |\n| `maxInFlight` |')
     expect(checkOptionDefaults(extraRow, built).failures).toEqual(['the options table has a row for `maxInflight`, which is no option'])
   })
 })

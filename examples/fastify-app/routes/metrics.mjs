@@ -11,6 +11,7 @@ export default async function metricsRoute (app) {
   gauge('fwb_pending_writes', 'Writes queued, in flight or waiting to be retried', s => s.pending)
   gauge('fwb_waiting_writes', 'Writes waiting for room (onFull: wait)', s => s.waiting)
   gauge('fwb_in_flight_bulk_writes', 'bulkWrite commands on the wire', s => s.inFlight)
+  gauge('fwb_in_flight_limit', 'bulkWrite commands that may be on the wire now (the adaptive limit, 1 to maxInFlight)', s => s.inFlightLimit)
 
   // cumulative totals in stats() become Prometheus counters: each scrape adds what happened since the last
   const counter = (name, help, read) => {
@@ -31,6 +32,8 @@ export default async function metricsRoute (app) {
   counter('fwb_failed_writes_total', 'Writes rejected after reaching the buffer', s => s.failedOps)
   counter('fwb_coalesced_writes_total', 'Writes coalesced into an earlier write of the same document', s => s.coalescedOps)
   counter('fwb_retried_batches_total', 'Batches sent again after a transient failure', s => s.retries)
+  counter('fwb_overloaded_batches_total', 'Batches the server refused or interrupted as overloaded', s => s.overloadedBatches)
+  counter('fwb_shed_writes_total', 'Writes refused at the door (WRITE_BUFFER_SHED): they would have passed their deadline queued', s => s.shedOps)
 
   // the buffer's latency distributions (HDR histograms, last 1–2 minutes) as quantile gauges
   for (const [key, name, help] of [
