@@ -244,16 +244,14 @@ export class WriteBuffer {
       throw new WriteBufferError(ErrorCodes.FULL, `write buffer is full (${this.#admission.pending} pending, ` +
         `${this.#admission.waiting} waiting; detached writes wait only up to 2 × maxPending ${maxPending})`, 'not-sent', 0)
     }
-    op.queue = queue
-    if (this.#tracing.capturing) op.traceLink = this.#tracing.activeSpan()
+    op.submitTo(queue, this.#tracing.capturing ? this.#tracing.activeSpan() : undefined)
     this.#settler.openDetached(op)
     this.#enter(queue, op, options)
   }
 
   #submit (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): Promise<WriteResult> {
     if (this.#closed) return Promise.reject(new WriteBufferError(ErrorCodes.CLOSED, 'write buffer is closed', 'not-sent', 0))
-    op.queue = queue
-    if (this.#tracing.capturing) op.traceLink = this.#tracing.activeSpan()
+    op.submitTo(queue, this.#tracing.capturing ? this.#tracing.activeSpan() : undefined)
     const promise = this.#settler.open(op)
     this.#enter(queue, op, options)
     return promise
@@ -264,7 +262,7 @@ export class WriteBuffer {
     this.#deadlines.start(op, options?.timeoutMs)
     const linger = options?.lingerMs
     // only an updateOne can take later writes of its target in: lingering is for those
-    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) op.lingerUntil = lingerEndFor(op.deadline, Date.now() + linger)
+    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) op.linger(lingerEndFor(op.deadline, Date.now() + linger))
     const signal = options?.signal
     if (signal !== undefined && !this.#aborts.watch(op, signal)) {
       this.#settler.reject(op, abortError(0))

@@ -84,10 +84,8 @@ export class Batch {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as WriteOp
       op.send()
-      if (op.retryOf !== undefined) {
-        retryOf ??= op.retryOf
-        op.retryOf = undefined // its next attempt is a child of this one's span, if any
-      }
+      const repeats = op.takeRetryOf() // its next attempt is a child of this one's span, if any
+      if (repeats !== undefined) retryOf ??= repeats
       if (op.traceLink !== undefined) linked = true
       if (op.coalesced !== null) {
         for (const c of op.coalesced) {

@@ -35,7 +35,7 @@ export class Deadlines {
   start (op: WriteOp, timeoutMs: number | undefined): void {
     const ms = timeoutMs ?? this.defaultMs
     if (ms <= 0) return
-    op.deadline = Date.now() + ms
+    op.timeOutAt(Date.now() + ms)
     this.#arm()
   }
 

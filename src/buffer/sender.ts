@@ -340,7 +340,7 @@ export class Sender {
     const closed = closedConnection(err)
     for (let i = 0; i < live.length; i++) {
       const op = live[i] as WriteOp
-      op.closedBefore = closed
+      op.attemptFailed(closed)
       const verdict = verdicts[i] as 'retry' | Error
       if (verdict === 'retry' && !this.#final) {
         retry.push(op)
@@ -359,7 +359,7 @@ export class Sender {
     // held again before any pump can run: a later write to these targets must not overtake them
     if (retry.length > 0) {
       // the retry's span is a child of this attempt's
-      if (span !== undefined) for (const op of retry) op.retryOf = span
+      if (span !== undefined) for (const op of retry) op.retryAfter(span)
       this.retries.schedule(new Batch(batch.queue, retry, false), fence)
     }
     if (fenced.length > 0 && fence !== undefined) this.retries.fence(new Batch(batch.queue, fenced, false), fence)
