@@ -46,6 +46,7 @@ export class CollectionQueue implements BatchQueue {
   #held: Map<string, WriteOp> | null = null // made with the first hold: fresh inserts never hold
   /** later writes of a held target, parked until it is released (parked.ts) */
   readonly #parked = new Parked()
+  /** only fresh inserts listed, none parked: cleared as another write enters (#count, #toHead), set again when a take empties the list */
   #freshOnly = true
   /**
    * fresh batches out (made with the first one: a queue of updates never needs it). An array:
@@ -92,11 +93,16 @@ export class CollectionQueue implements BatchQueue {
       return
     }
     if (this.#size === 0) this.#nonEmptySince = performance.now()
-    if (!op.fresh) this.#freshOnly = false
+    this.#count(op)
     this.#list.push(op)
+    this.listener.queued(this)
+  }
+
+  /** `op` joins the count; a write that is not a fresh insert ends the fast path until the list empties. */
+  #count (op: WriteOp): void {
+    if (!op.fresh) this.#freshOnly = false
     this.#size++
     this.#bytes += op.bytes
-    this.listener.queued(this)
   }
 
   /** A queued write that will never be sent (aborted, or found expired outside a take) is dequeued. */
@@ -125,7 +131,7 @@ export class CollectionQueue implements BatchQueue {
     if (freed === null) return
     const next: WriteOp[] = []
     for (const target of freed) if (this.#held?.has(target) !== true) this.#parked.release(target, next)
-    this.#toHead(next)
+    this.#toHead(next, true)
   }
 
   /** The next batch: ops of one write command, ≤ maxCount ops, about ≤ maxBytes; expired ops go to `expired`. */
@@ -188,14 +194,6 @@ export class CollectionQueue implements BatchQueue {
     this.#dequeue(ops)
   }
 
-  /** Puts unparked ops (still counted) back at the head of the queue. */
-  #toHead (ops: WriteOp[]): void {
-    if (ops.length === 0) return
-    this.#freshOnly = false
-    this.#list.putFirst(ops)
-    this.listener.queued(this)
-  }
-
   /** The fresh batches out hold their targets from now on (a write that may share one is about to be considered). */
   #holdFreshOut (): void {
     for (const batch of this.#freshOut ?? []) this.#hold(batch.ops)
@@ -254,18 +252,26 @@ export class CollectionQueue implements BatchQueue {
         this.#parked.release(op.target, unparked)
       }
     }
-    this.#toHead(unparked)
-    if (again !== null) this.requeueFront(again)
+    this.#toHead(unparked, true)
+    if (again !== null) this.#toHead(again, false)
   }
 
   /** Puts ops (state QUEUED) back at the head, in their original order (retries, ordered leftovers). */
   requeueFront (ops: WriteOp[]): void {
+    this.#toHead(ops, false)
+  }
+
+  /**
+   * Puts ops back at the head of the list, in order, and tells the listener. `counted`: writes
+   * released from parking, still counted (they waited behind a held target: no fast path);
+   * else writes that left the count (retries, ordered leftovers) join it again.
+   */
+  #toHead (ops: WriteOp[], counted: boolean): void {
     if (ops.length === 0) return
-    if (this.#size === 0) this.#nonEmptySince = performance.now()
-    for (const op of ops) {
-      if (!op.fresh) this.#freshOnly = false
-      this.#size++
-      this.#bytes += op.bytes
+    if (counted) this.#freshOnly = false
+    else {
+      if (this.#size === 0) this.#nonEmptySince = performance.now()
+      for (const op of ops) this.#count(op)
     }
     this.#list.putFirst(ops)
     this.listener.queued(this)
