@@ -41,7 +41,7 @@ export class CollectionQueue implements BatchQueue {
   #backingOff = 0
   /**
    * Target → the op holding it: taken into a batch (still QUEUED until sent), out, or fenced.
-   * Written by #hold and #release only.
+   * Written by #hold, #holdTaken and #release only.
    */
   #held: Map<string, WriteOp> | null = null // made with the first hold: fresh inserts never hold
   /** later writes of a held target, parked until it is released (parked.ts) */
@@ -162,7 +162,7 @@ export class CollectionQueue implements BatchQueue {
     if (!fresh) {
       this.#lingering.end = sel.lingerEnd
       if (sel.lingerOver !== null) for (const op of sel.lingerOver) this.#lingering.left(op)
-      if (batch !== null) this.#hold(batch)
+      if (sel.taken !== null) this.#holdTaken(sel.taken)
       if (coalesced !== null) {
         coalesceChosen(sel)
         this.#coalesced += coalesced.length
@@ -200,10 +200,16 @@ export class CollectionQueue implements BatchQueue {
     if (this.#freshOut !== null) this.#freshOut.length = 0
   }
 
-  /** `ops` hold their targets: no later write of those is taken until #release. The one place targets are held. */
+  /** `ops` hold their targets: no later write of those is taken until #release. */
   #hold (ops: readonly WriteOp[]): void {
     const held = (this.#held ??= new Map())
     for (const op of ops) held.set(op.target, op)
+  }
+
+  /** The targets a selection's batch takes are held (its map adopted whole when nothing else is held: no second copy per take). */
+  #holdTaken (taken: Map<string, WriteOp>): void {
+    if (this.#held === null || this.#held.size === 0) this.#held = taken
+    else for (const [target, op] of taken) this.#held.set(target, op)
   }
 
   /** A batch's answer was handled: its targets are free again, and the listener is told. */

@@ -44,8 +44,10 @@ export interface Targets {
 
 /** What was chosen: the plan the queue applies. Arrays are null when empty; every write listed leaves the list. */
 export interface Selection {
-  /** the batch, in queue order; each of its writes takes (holds) its target; null: nothing can go now */
+  /** the batch, in queue order; null: nothing can go now */
   batch: WriteOp[] | null
+  /** the targets the batch's writes take (hold), each by its write; null with the batch, or on the fast path (fresh inserts hold nothing) */
+  taken: Map<string, WriteOp> | null
   /** writes coalesced into a write of the batch (from the list, or parked behind its target), in the order they join */
   coalesced: WriteOp[] | null
   /** for each of `coalesced`, the write it joins (`into[i]` takes `coalesced[i]`) */
@@ -72,7 +74,7 @@ export function expiredAt (op: WriteOp, now: number): boolean {
 }
 
 function selection (stop: number): Selection {
-  return { batch: null, coalesced: null, into: null, updates: null, parked: null, kept: null, expired: null, lingerOver: null, stop, lingerEnd: 0 }
+  return { batch: null, taken: null, coalesced: null, into: null, updates: null, parked: null, kept: null, expired: null, lingerOver: null, stop, lingerEnd: 0 }
 }
 
 /**
@@ -138,7 +140,7 @@ export function select (list: ListWindow, targets: Targets, limits: BatchLimits,
   let batch = null as WriteOp[] | null
   let command = -1
   let bytes = 0
-  /** targets taken by a write of this batch: held once the plan is applied, so held for the rest of this pass */
+  /** targets taken by a write of this batch (the plan's `taken`): held for the rest of this pass */
   let taken = null as Map<string, WriteOp> | null
   /** the update each write of this batch carries once the writes coalesced into it so far join it */
   let carrying = null as Map<WriteOp, Document> | null
@@ -228,6 +230,7 @@ export function select (list: ListWindow, targets: Targets, limits: BatchLimits,
     }
   }
   out.batch = batch
+  out.taken = taken
   out.stop = i
   return out
 }
