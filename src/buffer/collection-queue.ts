@@ -1,6 +1,6 @@
 import type { Collection } from 'mongodb'
 import { IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
-import { Batch, type BatchLimits, type BatchQueue, type TakeMoment } from './batch.js'
+import { Batch, type BatchLimits, type TakeMoment } from './batch.js'
 import { Lingering } from './lingering.js'
 import { OpList } from './op-list.js'
 import { Parked } from './parked.js'
@@ -29,7 +29,7 @@ export interface QueueListener {
   returned: (queue: CollectionQueue) => void
 }
 
-export class CollectionQueue implements BatchQueue {
+export class CollectionQueue {
   readonly #list = new OpList()
   /** live queued ops (aborted/expired ones still in `#list` are not counted) */
   #size = 0
@@ -52,7 +52,7 @@ export class CollectionQueue implements BatchQueue {
    * fresh batches out (made with the first one: a queue of updates never needs it). An array:
    * it holds at most maxInFlight batches, and a Set grew and shrank its table as each came and went.
    */
-  #freshOut: Batch[] | null = null
+  #freshOut: Batch<CollectionQueue>[] | null = null
   /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
   #nonEmptySince = 0
   /** lingering writes: later writes of their target join them as they are pushed (see push) */
@@ -135,7 +135,7 @@ export class CollectionQueue implements BatchQueue {
   }
 
   /** The next batch: ops of one write command, ≤ maxCount ops, about ≤ maxBytes; expired ops go to `expired`. */
-  take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
+  take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch<CollectionQueue> | null {
     if (this.ordered && this.out > 0) return null
     if (this.allFresh) return this.#apply(selectFresh(this.#list, limits, at.now), true, expired)
     if (this.#freshOut !== null && this.#freshOut.length > 0) this.#holdFreshOut()
@@ -157,7 +157,7 @@ export class CollectionQueue implements BatchQueue {
    * Applies a selection: the batch's targets held, the writes coalesced into their leaders,
    * writes parked, the list resumed, then what left dequeued.
    */
-  #apply (sel: Selection, fresh: boolean, expiredOut: WriteOp[]): Batch | null {
+  #apply (sel: Selection, fresh: boolean, expiredOut: WriteOp[]): Batch<CollectionQueue> | null {
     const { batch, parked, coalesced } = sel
     if (!fresh) {
       this.#lingering.end = sel.lingerEnd
@@ -213,26 +213,26 @@ export class CollectionQueue implements BatchQueue {
   }
 
   /** A batch's answer was handled: its targets are free again, and the listener is told. */
-  returned (batch: Batch): void {
+  returned (batch: Batch<CollectionQueue>): void {
     this.#inFlight--
     this.#release(batch, false)
     this.listener.returned(this)
   }
 
   /** `batch` waits to be retried (backoff, fence): it is out again and holds its targets meanwhile. */
-  holdForRetry (batch: Batch): void {
+  holdForRetry (batch: Batch<CollectionQueue>): void {
     this.#backingOff++
     this.#hold(batch.ops)
   }
 
   /** The retry wait is over: its unsettled ops go back to the head of the queue, in order. */
-  endRetryWait (batch: Batch): void {
+  endRetryWait (batch: Batch<CollectionQueue>): void {
     this.#backingOff--
     this.#release(batch, true)
   }
 
   /** A batch backing off (retry, fence) was given up (close): its targets are free again. */
-  abandonWait (batch: Batch): void {
+  abandonWait (batch: Batch<CollectionQueue>): void {
     this.#backingOff--
     this.#release(batch, false)
   }
@@ -242,7 +242,7 @@ export class CollectionQueue implements BatchQueue {
    * free, and per target the first write parked behind a write that left goes back to the
    * head of the list. `resend`: its writes still in flight go back to the queue (a retry), first.
    */
-  #release (batch: Batch, resend: boolean): void {
+  #release (batch: Batch<CollectionQueue>, resend: boolean): void {
     if (this.#freshOut !== null && batch.fresh && removed(this.#freshOut, batch)) return
     let again = null as WriteOp[] | null
     const unparked: WriteOp[] = []
