@@ -21,7 +21,11 @@ import { coalesceChosen, expiredAt, select, selectFresh, type Selection, type Ta
  * their targets are not even computed. Such batches are "fresh"; if another kind of write
  * shows up while they are out, their targets are held before it is considered.
  */
-/** What the queue tells whoever schedules sends (the Dispatcher). */
+/**
+ * What the queue tells whoever schedules sends (the Dispatcher). An interface, not the class:
+ * the Dispatcher pumps queues and a queue wakes it, so each names the other, and
+ * test/unit/import-cycles.test.ts forbids even a type-only cycle.
+ */
 export interface QueueListener {
   /** writes were added to `queue` */
   queued: (queue: CollectionQueue) => void

@@ -87,6 +87,9 @@ export type WriteResult<TId = unknown> = InsertResult<TId> | UpdateResult<TId> |
 /**
  * What a write sees of the queue of its collection (a buffer/collection-queue CollectionQueue,
  * which this module does not import: the queue holds writes, a write only names its queue).
+ * An interface because the dependency runs both ways (test/unit/import-cycles.test.ts forbids
+ * even a type-only cycle): pointing it one way would mean handing each write's queue apart to
+ * Admission's waiters, Aborts, the deadline sweep, the Settler and the detached failures.
  */
 export interface OpQueue {
   readonly name: string
