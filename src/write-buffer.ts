@@ -265,16 +265,14 @@ export class WriteBuffer {
       throw new WriteBufferError(ErrorCodes.FULL, `write buffer is full (${this.#admission.pending} pending, ` +
         `${this.#admission.waiting} waiting; detached writes wait only up to 2 × maxPending ${maxPending})`, 'not-sent', 0)
     }
-    op.queue = queue
-    if (this.#tracing.capturing) op.traceLink = this.#tracing.activeSpan()
+    op.submitTo(queue, this.#tracing.capturing ? this.#tracing.activeSpan() : undefined)
     this.#settler.openDetached(op)
     this.#enter(queue, op, options)
   }
 
   #submit (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): Promise<WriteResult> {
     if (this.#closed) return Promise.reject(new WriteBufferError(ErrorCodes.CLOSED, 'write buffer is closed', 'not-sent', 0))
-    op.queue = queue
-    if (this.#tracing.capturing) op.traceLink = this.#tracing.activeSpan()
+    op.submitTo(queue, this.#tracing.capturing ? this.#tracing.activeSpan() : undefined)
     const promise = this.#settler.open(op)
     this.#enter(queue, op, options)
     return promise
@@ -285,7 +283,7 @@ export class WriteBuffer {
     const timeoutMs = this.#deadlines.start(op, options?.timeoutMs)
     const linger = options?.lingerMs
     // only an updateOne can take later writes of its target in: lingering is for those
-    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) op.lingerUntil = lingerEndFor(op.deadline, this.#options.clock.now() + linger)
+    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) op.linger(lingerEndFor(op.deadline, this.#options.clock.now() + linger))
     const signal = options?.signal
     // a write with a deadline, while the buffer is backlogged: one that would expire queued is told now (drain-rate.ts)
     if (timeoutMs > 0 && this.#drainRate.measured && this.#shed(queue, op, timeoutMs)) return

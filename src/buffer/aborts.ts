@@ -19,9 +19,7 @@ export class Aborts {
   /** Returns false when the signal has already aborted (the write must not be queued). */
   watch (op: WriteOp, signal: AbortSignal): boolean {
     if (signal.aborted) return false
-    op.signal = signal
-    op.onAbort = () => { this.#abort(op) }
-    signal.addEventListener('abort', op.onAbort, { once: true })
+    op.listen(signal, () => { this.#abort(op) })
     return true
   }
 

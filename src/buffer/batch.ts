@@ -1,31 +1,6 @@
 import type { ClockTimer } from '../clock.js'
-import type { AnyBulkWriteOperation, Collection } from 'mongodb'
+import type { AnyBulkWriteOperation } from 'mongodb'
 import type { TraceLink, WriteOp } from '../write/write-op.js'
-
-/**
- * What a batch's queue does for whoever handles the batch (Sender, Retries, Dispatcher);
- * CollectionQueue implements it. (An interface here, not the class: the queue builds batches,
- * so a batch naming the class would tie the two modules in a cycle.)
- */
-export interface BatchQueue {
-  readonly name: string
-  readonly collection: Collection
-  readonly ordered: boolean
-  /** writes queued (not out): a full batch's worth left behind an acknowledged one means a backlog (drain-rate.ts) */
-  readonly size: number
-  /** the batch's answer was handled: its targets are free, its listener is told */
-  returned: (batch: Batch) => void
-  /** the batch waits to be resent (backoff, fence): it holds its targets meanwhile */
-  holdForRetry: (batch: Batch) => void
-  /** the wait is over: its unsettled writes go back to the head of the queue */
-  endRetryWait: (batch: Batch) => void
-  /** the wait was given up (close): its targets are free */
-  abandonWait: (batch: Batch) => void
-  /** writes (QUEUED) back to the head, in order */
-  requeueFront: (ops: WriteOp[]) => void
-  /** `n` coalesced writes were taken apart again (stats) */
-  uncoalesced: (n: number) => void
-}
 
 /**
  * How a batch travels, decided once per batch (wire.ts Wire#routeOf) and kept for every part of it
@@ -48,9 +23,11 @@ export interface TakeMoment { now: number, flushing: boolean }
 /**
  * Writes of one collection and one write command, sent together as one bulkWrite (or, after
  * a transient failure, waiting together to be sent again). A batch owns its ops; the writes
- * coalesced into an op travel (and settle) with it.
+ * coalesced into an op travel (and settle) with it. `Q`: the queue it came from and goes back
+ * to (a CollectionQueue, which builds batches: this module names no queue, so the dependency
+ * points one way).
  */
-export class Batch {
+export class Batch<Q = unknown> {
   /** when a retry is scheduled: the backoff timer */
   retryTimer: ClockTimer | null = null
   /** performance.now() since when its oldest write (about) waited in the queue */
@@ -64,7 +41,7 @@ export class Batch {
   #done = false
 
   constructor (
-    readonly queue: BatchQueue,
+    readonly queue: Q,
     readonly ops: WriteOp[],
     /**
      * taken by the queue's fast path (only generated-_id inserts): its targets are not held
@@ -87,10 +64,8 @@ export class Batch {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as WriteOp
       op.send()
-      if (op.retryOf !== undefined) {
-        retryOf ??= op.retryOf
-        op.retryOf = undefined // its next attempt is a child of this one's span, if any
-      }
+      const repeats = op.takeRetryOf() // its next attempt is a child of this one's span, if any
+      if (repeats !== undefined) retryOf ??= repeats
       if (op.traceLink !== undefined) linked = true
       if (op.coalesced !== null) {
         for (const c of op.coalesced) {

@@ -1,11 +1,11 @@
 import type { Collection } from 'mongodb'
 import { IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
-import { Batch, type BatchLimits, type BatchQueue, type TakeMoment } from './batch.js'
+import { Batch, type BatchLimits, type TakeMoment } from './batch.js'
 import { Lingering } from './lingering.js'
 import { OpList } from './op-list.js'
 import { Parked } from './parked.js'
 import { RingLink } from './ring.js'
-import { expiredAt, select, selectFresh, type Selection, type Targets } from './select.js'
+import { coalesceChosen, expiredAt, select, selectFresh, type Selection, type Targets } from './select.js'
 
 /**
  * The queue of one collection: its writes, its held targets and parked writes, its counts.
@@ -21,7 +21,11 @@ import { expiredAt, select, selectFresh, type Selection, type Targets } from './
  * their targets are not even computed. Such batches are "fresh"; if another kind of write
  * shows up while they are out, their targets are held before it is considered.
  */
-/** What the queue tells whoever schedules sends (the Dispatcher). */
+/**
+ * What the queue tells whoever schedules sends (the Dispatcher). An interface, not the class:
+ * the Dispatcher pumps queues and a queue wakes it, so each names the other, and
+ * test/unit/import-cycles.test.ts forbids even a type-only cycle.
+ */
 export interface QueueListener {
   /** writes were added to `queue` */
   queued: (queue: CollectionQueue) => void
@@ -29,26 +33,30 @@ export interface QueueListener {
   returned: (queue: CollectionQueue) => void
 }
 
-export class CollectionQueue implements BatchQueue {
+export class CollectionQueue {
   readonly #list = new OpList()
   /** live queued ops (aborted/expired ones still in `#list` are not counted) */
   #size = 0
   #bytes = 0
   #coalesced = 0
-  /** batches out: in flight or backing off (a retry's backoff, a fence) */
-  #out = 0
-  /** batches in flight */
+  /** batches in flight (on the wire) */
   #inFlight = 0
-  /** Target → the op holding it: taken into a batch (still QUEUED until sent), out, or fenced. */
+  /** batches backing off (a retry's backoff, a fence): out, but not on the wire */
+  #backingOff = 0
+  /**
+   * Target → the op holding it: taken into a batch (still QUEUED until sent), out, or fenced.
+   * Written by #hold, #holdTaken and #release only.
+   */
   #held: Map<string, WriteOp> | null = null // made with the first hold: fresh inserts never hold
   /** later writes of a held target, parked until it is released (parked.ts) */
   readonly #parked = new Parked()
+  /** only fresh inserts listed, none parked: cleared as another write enters (#count, #toHead), set again when a take empties the list */
   #freshOnly = true
   /**
    * fresh batches out (made with the first one: a queue of updates never needs it). An array:
    * it holds at most maxInFlight batches, and a Set grew and shrank its table as each came and went.
    */
-  #freshOut: Batch[] | null = null
+  #freshOut: Batch<CollectionQueue>[] | null = null
   /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
   #nonEmptySince = 0
   /** lingering writes: later writes of their target join them as they are pushed (see push) */
@@ -72,7 +80,7 @@ export class CollectionQueue implements BatchQueue {
   get size (): number { return this.#size }
   get bytes (): number { return this.#bytes }
   /** batches of this queue out (in flight or backing off): an ordered queue waits for 0 */
-  get out (): number { return this.#out }
+  get out (): number { return this.#inFlight + this.#backingOff }
   /** batches of this queue on the wire */
   get inFlight (): number { return this.#inFlight }
   /** writes coalesced into an earlier one (stats) */
@@ -89,11 +97,16 @@ export class CollectionQueue implements BatchQueue {
       return
     }
     if (this.#size === 0) this.#nonEmptySince = performance.now()
-    if (!op.fresh) this.#freshOnly = false
+    this.#count(op)
     this.#list.push(op)
+    this.listener.queued(this)
+  }
+
+  /** `op` joins the count; a write that is not a fresh insert ends the fast path until the list empties. */
+  #count (op: WriteOp): void {
+    if (!op.fresh) this.#freshOnly = false
     this.#size++
     this.#bytes += op.bytes
-    this.listener.queued(this)
   }
 
   /** A queued write that will never be sent (aborted, or found expired outside a take) is dequeued. */
@@ -122,12 +135,12 @@ export class CollectionQueue implements BatchQueue {
     if (freed === null) return
     const next: WriteOp[] = []
     for (const target of freed) if (this.#held?.has(target) !== true) this.#parked.release(target, next)
-    this.#toHead(next)
+    this.#toHead(next, true)
   }
 
   /** The next batch: ops of one write command, ≤ maxCount ops, about ≤ maxBytes; expired ops go to `expired`. */
-  take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch | null {
-    if (this.ordered && this.#out > 0) return null
+  take (limits: BatchLimits, at: TakeMoment, expired: WriteOp[]): Batch<CollectionQueue> | null {
+    if (this.ordered && this.out > 0) return null
     if (this.allFresh) return this.#apply(selectFresh(this.#list, limits, at.now), true, expired)
     if (this.#freshOut !== null && this.#freshOut.length > 0) this.#holdFreshOut()
     return this.#apply(select(this.#list, this.#targets, limits, at, this.ordered), false, expired)
@@ -138,31 +151,34 @@ export class CollectionQueue implements BatchQueue {
   get #targets (): Targets {
     this.#targetsView ??= {
       holder: target => this.#held?.get(target),
-      hold: (target, op) => { (this.#held ??= new Map()).set(target, op) },
       parkedOf: target => this.#parked.chainOf(target),
       isHead: op => this.#parked.isHead(op),
     }
     return this.#targetsView
   }
 
-  /** Applies a selection: writes parked, the list resumed, then what left dequeued. */
-  #apply (sel: Selection, fresh: boolean, expiredOut: WriteOp[]): Batch | null {
-    const { batch, parked } = sel
+  /**
+   * Applies a selection: the batch's targets held, the writes coalesced into their leaders,
+   * writes parked, the list resumed, then what left dequeued.
+   */
+  #apply (sel: Selection, fresh: boolean, expiredOut: WriteOp[]): Batch<CollectionQueue> | null {
+    const { batch, parked, coalesced } = sel
     if (!fresh) {
       this.#lingering.end = sel.lingerEnd
       if (sel.lingerOver !== null) for (const op of sel.lingerOver) this.#lingering.left(op)
-      if (batch !== null && this.#parked.busy) {
-        for (const op of batch) this.#parked.taken(op.target, op)
+      if (sel.taken !== null) this.#holdTaken(sel.taken)
+      if (coalesced !== null) {
+        coalesceChosen(sel)
+        this.#coalesced += coalesced.length
       }
+      if (batch !== null && this.#parked.busy) for (const op of batch) this.#parked.taken(op.target, op)
       if (parked !== null) for (const op of parked) this.#parked.park(op.target, op)
-      if (sel.coalesced !== null) this.#coalesced += sel.coalesced.length
     }
     if (this.#list.resume(sel.stop, sel.kept)) this.#freshOnly = this.#parked.size === 0
     this.#dequeue(batch)
     this.#dequeue(sel.coalesced)
     this.#expired(sel.expired, expiredOut)
     if (batch === null) return null
-    this.#out++
     this.#inFlight++
     const out = new Batch(this, batch, fresh)
     // the queue wait starts over for what stays queued
@@ -182,77 +198,90 @@ export class CollectionQueue implements BatchQueue {
     this.#dequeue(ops)
   }
 
-  /** Puts unparked ops (still counted) back at the head of the queue. */
-  #toHead (ops: WriteOp[]): void {
-    if (ops.length === 0) return
-    this.#freshOnly = false
-    this.#list.putFirst(ops)
-    this.listener.queued(this)
-  }
-
+  /** The fresh batches out hold their targets from now on (a write that may share one is about to be considered). */
   #holdFreshOut (): void {
-    for (const batch of this.#freshOut ?? []) for (const op of batch.ops) (this.#held ??= new Map()).set(op.target, op)
+    for (const batch of this.#freshOut ?? []) this.#hold(batch.ops)
     if (this.#freshOut !== null) this.#freshOut.length = 0
   }
 
+  /** `ops` hold their targets: no later write of those is taken until #release. */
+  #hold (ops: readonly WriteOp[]): void {
+    const held = (this.#held ??= new Map())
+    for (const op of ops) held.set(op.target, op)
+  }
+
+  /** The targets a selection's batch takes are held (its map adopted whole when nothing else is held: no second copy per take). */
+  #holdTaken (taken: Map<string, WriteOp>): void {
+    if (this.#held === null || this.#held.size === 0) this.#held = taken
+    else for (const [target, op] of taken) this.#held.set(target, op)
+  }
+
   /** A batch's answer was handled: its targets are free again, and the listener is told. */
-  returned (batch: Batch): void {
+  returned (batch: Batch<CollectionQueue>): void {
     this.#inFlight--
-    this.#release(batch)
+    this.#release(batch, false)
     this.listener.returned(this)
   }
 
-  #release (batch: Batch): void {
-    this.#out--
-    if (this.#freshOut !== null && batch.fresh && removed(this.#freshOut, batch)) return
-    const unparked: WriteOp[] = []
-    for (const op of batch.ops) {
-      this.#held?.delete(op.target)
-      // an op put back in the queue (partly failed, uncoalesced) still goes before what is
-      // parked behind it: that stays parked until it is taken again
-      if (this.#parked.size > 0 && op.state !== QUEUED) this.#parked.release(op.target, unparked)
-    }
-    this.#toHead(unparked)
-  }
-
-  /** A batch backing off (retry, fence) was given up (close): its targets are free again. */
-  abandonWait (batch: Batch): void {
-    this.#release(batch)
-  }
-
-  /** `batch` waits to be retried: it is out again and holds its targets meanwhile. */
-  holdForRetry (batch: Batch): void {
-    this.#out++
-    for (const op of batch.ops) (this.#held ??= new Map()).set(op.target, op)
+  /** `batch` waits to be retried (backoff, fence): it is out again and holds its targets meanwhile. */
+  holdForRetry (batch: Batch<CollectionQueue>): void {
+    this.#backingOff++
+    this.#hold(batch.ops)
   }
 
   /** The retry wait is over: its unsettled ops go back to the head of the queue, in order. */
-  endRetryWait (batch: Batch): void {
-    this.#out--
-    const live: WriteOp[] = []
+  endRetryWait (batch: Batch<CollectionQueue>): void {
+    this.#backingOff--
+    this.#release(batch, true)
+  }
+
+  /** A batch backing off (retry, fence) was given up (close): its targets are free again. */
+  abandonWait (batch: Batch<CollectionQueue>): void {
+    this.#backingOff--
+    this.#release(batch, false)
+  }
+
+  /**
+   * The one release path (a batch returned, its retry wait over or given up): its targets are
+   * free, and per target the first write parked behind a write that left goes back to the
+   * head of the list. `resend`: its writes still in flight go back to the queue (a retry), first.
+   */
+  #release (batch: Batch<CollectionQueue>, resend: boolean): void {
+    if (this.#freshOut !== null && batch.fresh && removed(this.#freshOut, batch)) return
+    let again = null as WriteOp[] | null
     const unparked: WriteOp[] = []
     for (const op of batch.ops) {
       this.#held?.delete(op.target)
-      if (op.state === IN_FLIGHT) {
+      if (resend && op.state === IN_FLIGHT) {
         op.sendAgain()
-        live.push(op)
-      } else if (this.#parked.size > 0) {
-        this.#parked.release(op.target, unparked) // settled (fenced): what was parked behind it may go
+        ;(again ??= []).push(op)
+      } else if (this.#parked.size > 0 && op.state !== QUEUED) {
+        // settled (or fenced) writes free what was parked behind them; an op put back in the
+        // queue (partly failed, uncoalesced, retried) still goes before what is parked behind
+        // it: that stays parked until it is taken again
+        this.#parked.release(op.target, unparked)
       }
     }
-    // a retried write goes first; writes parked behind it stay parked until it is taken
-    this.#toHead(unparked)
-    this.requeueFront(live)
+    this.#toHead(unparked, true)
+    if (again !== null) this.#toHead(again, false)
   }
 
   /** Puts ops (state QUEUED) back at the head, in their original order (retries, ordered leftovers). */
   requeueFront (ops: WriteOp[]): void {
+    this.#toHead(ops, false)
+  }
+
+  /**
+   * Puts ops back at the head of the list, in order, and tells the listener. `counted`: writes
+   * released from parking, still counted (they waited behind a held target: no fast path);
+   * else writes that left the count (retries, ordered leftovers) join it again.
+   */
+  #toHead (ops: WriteOp[], counted: boolean): void {
     if (ops.length === 0) return
-    if (this.#size === 0) this.#nonEmptySince = performance.now()
-    for (const op of ops) {
-      if (!op.fresh) this.#freshOnly = false
-      this.#size++
-      this.#bytes += op.bytes
+    if (counted) this.#freshOnly = false
+    else {
+      if (this.#size === 0) this.#nonEmptySince = performance.now()
+      for (const op of ops) this.#count(op)
     }
     this.#list.putFirst(ops)
     this.listener.queued(this)

@@ -36,7 +36,7 @@ export class Deadlines {
   start (op: WriteOp, timeoutMs: number | undefined): number {
     const ms = timeoutMs ?? this.defaultMs
     if (ms <= 0) return 0
-    op.deadline = this.clock.now() + ms
+    op.timeOutAt(this.clock.now() + ms)
     this.#arm()
     return ms
   }

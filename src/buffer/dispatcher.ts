@@ -19,7 +19,7 @@ export interface DispatchOptions extends BatchLimits {
 
 export interface DispatchHooks {
   /** sends one batch; the answer comes back through `Dispatcher.returned` */
-  send: (batch: Batch) => void
+  send: (batch: Batch<CollectionQueue>) => void
   /** a write found past its deadline while building a batch */
   timedOut: (op: WriteOp) => void
   /** a bug while building a batch (never expected; the buffer tries again on the next event) */

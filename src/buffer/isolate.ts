@@ -3,7 +3,6 @@ import type { SentAnswer } from '../mongo/write-command.js'
 import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../errors.js'
 import { closedConnection, commandRefusal, describeError, hasWriteErrors, isServerRefusal, type Failure, type PartialFailure } from '../mongo/driver-errors.js'
 import { knownCode } from '../mongo/server-codes.js'
-import { uncoalesce } from '../write/coalesce.js'
 import { isRetrySafe } from '../write/retry-safety.js'
 import { INSERT, SETTLED, type WriteOp, type WriteResult } from '../write/write-op.js'
 import { PartialFailureReader, resultOf } from './outcomes.js'
@@ -164,7 +163,7 @@ export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failur
     const op = resend[0] as WriteOp
     if (op.coalesced !== null && op.coalesced.length > 0) {
       // one caller's part of a merged update may be to blame: each goes again alone
-      const parts = uncoalesce(op)
+      const parts = op.uncoalesce()
       out.again([op, ...parts], parts.length)
       return LEFT_AGAIN
     }
@@ -286,7 +285,7 @@ export function partlyRefused (ops: readonly WriteOp[], err: PartialFailure, ord
       case 'rejected': out.rejected(op, verdict.error); break
       case 'not-executed': op.sendAgain(false); again.push(op); break
       case 'uncoalesce': {
-        const parts = uncoalesce(op)
+        const parts = op.uncoalesce()
         uncoalesced += parts.length
         again.push(op, ...parts)
         break

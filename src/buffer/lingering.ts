@@ -1,4 +1,4 @@
-import { tryCoalesce } from '../write/coalesce.js'
+import { mayCoalesce, tryCoalesce } from '../write/coalesce.js'
 import { lingerEndFor, QUEUED, type WriteOp } from '../write/write-op.js'
 
 /**
@@ -28,15 +28,15 @@ export class Lingering {
     const target = op.target
     const leader = this.#leaders?.get(target)
     if (leader !== undefined) {
-      if (coalesce && leader.state === QUEUED && !leader.alone && !op.alone && joinable(op.deadline, leader.deadline) &&
-        leader.bytes + leader.carried + op.bytes <= this.maxBytes && tryCoalesce(leader, op)) {
+      if (coalesce && joinable(op.deadline, leader.deadline) && mayCoalesce(leader, op, this.maxBytes - leader.bytes - leader.carried) &&
+        tryCoalesce(leader, op)) {
         return true
       }
       if (op.deadline > 0 && leader.state === QUEUED && (leader.deadline === 0 || op.deadline < leader.deadline)) {
         // it waits behind its leader: the leader goes in time for it, and takes it along then (select.ts)
         const end = lingerEndFor(op.deadline, leader.lingerUntil)
         if (end < leader.lingerUntil) {
-          leader.lingerUntil = end
+          leader.linger(end)
           this.noteEnd(end)
         }
       }

@@ -1,6 +1,7 @@
 import { realClock, sleepUntil, type Clock, type ClockTimer } from '../clock.js'
 import { IN_FLIGHT, type WriteOp } from '../write/write-op.js'
 import type { Batch } from './batch.js'
+import type { CollectionQueue } from './collection-queue.js'
 
 /**
  * Added to maxTimeMS to bound when an ambiguous attempt can still apply: covers the time
@@ -41,19 +42,19 @@ export async function waitOut (clock: Clock, since: number, windowMs: number, li
  */
 export class Retries {
   /** batches out between a failure and their resend: backing off, or fenced until the attempt can no longer apply */
-  readonly #backingOff = new Set<Batch>()
+  readonly #backingOff = new Set<Batch<CollectionQueue>>()
   /** batches scheduled to be sent again (stats) */
   scheduled = 0
   /** the buffer is closed: nothing can queue behind a wait any more, so none keeps the process alive */
   #stopped = false
   /** the batches held by a fence: of writes told `unknown`, or retried after an ambiguous failure (a subset of #backingOff) */
-  readonly #fences = new Set<Batch>()
+  readonly #fences = new Set<Batch<CollectionQueue>>()
   /** a fence started (`true`) or ended: the read cache keeps no answer meanwhile (cache/fences.ts) */
-  onFence: ((batch: Batch, started: boolean) => void) | undefined
+  onFence: ((batch: Batch<CollectionQueue>, started: boolean) => void) | undefined
   /** per batch waiting for its fence's proof: the timer that tells its writes their deadline passed (#watchDeadlines) */
-  readonly #deadlineTimers = new Map<Batch, ClockTimer>()
+  readonly #deadlineTimers = new Map<Batch<CollectionQueue>, ClockTimer>()
   /** batches waiting out a fence in flight, not held here (Sender#isolateClosed): their deadlines are watched all the same */
-  readonly #inPlace = new Set<Batch>()
+  readonly #inPlace = new Set<Batch<CollectionQueue>>()
 
   constructor (
     readonly policy: BackoffPolicy,
@@ -64,7 +65,7 @@ export class Retries {
   ) {}
 
   /** Sends `batch` again after its backoff, and not before its fence ends (if any). */
-  schedule (batch: Batch, fence?: Fence): void {
+  schedule (batch: Batch<CollectionQueue>, fence?: Fence): void {
     const { baseDelayMs, maxDelayMs } = this.policy
     const cap = Math.min(maxDelayMs, baseDelayMs * 2 ** (batch.attempt - 1))
     const backoff = cap / 2 + Math.random() * cap / 2 // jitter: no thundering herd on recovery
@@ -74,23 +75,23 @@ export class Retries {
   }
 
   /** Holds the targets of `batch` (settled writes) until its fence ends. */
-  fence (batch: Batch, fence: Fence): void {
+  fence (batch: Batch<CollectionQueue>, fence: Fence): void {
     // ref'd, like a backoff: a later write queued behind the fence has nothing else to wake
     // it, and a process that exits meanwhile strands it (at most the fence)
     this.#fenced(batch)
     this.#hold(batch, fence.until, fence)
   }
 
-  #fenced (batch: Batch): void {
+  #fenced (batch: Batch<CollectionQueue>): void {
     this.#fences.add(batch)
     this.onFence?.(batch, true)
   }
 
-  #fenceEnded (batch: Batch): void {
+  #fenceEnded (batch: Batch<CollectionQueue>): void {
     if (this.#fences.delete(batch)) this.onFence?.(batch, false)
   }
 
-  #hold (batch: Batch, until: number, fence: Fence | undefined): void {
+  #hold (batch: Batch<CollectionQueue>, until: number, fence: Fence | undefined): void {
     batch.queue.holdForRetry(batch)
     this.#backingOff.add(batch)
     if (fence?.proof === undefined) {
@@ -109,7 +110,7 @@ export class Retries {
     })
   }
 
-  #watchDeadlines (batch: Batch): void {
+  #watchDeadlines (batch: Batch<CollectionQueue>): void {
     this.#unwatch(batch)
     let earliest = 0
     for (const op of batch.ops) {
@@ -129,26 +130,26 @@ export class Retries {
   }
 
   /** Tells the writes of `batch`, in flight and waiting in place, when their deadline passes (until unwatch()). */
-  watchDeadlines (batch: Batch): void {
+  watchDeadlines (batch: Batch<CollectionQueue>): void {
     this.#inPlace.add(batch)
     this.#watchDeadlines(batch)
   }
 
   /** The wait in place is over. */
-  unwatch (batch: Batch): void {
+  unwatch (batch: Batch<CollectionQueue>): void {
     this.#inPlace.delete(batch)
     this.#unwatch(batch)
   }
 
   /** Its wait is timed now, or over: nothing to watch. */
-  #unwatch (batch: Batch): void {
+  #unwatch (batch: Batch<CollectionQueue>): void {
     const timer = this.#deadlineTimers.get(batch)
     if (timer === undefined) return
     this.clock.clearTimeout(timer)
     this.#deadlineTimers.delete(batch)
   }
 
-  #arm (batch: Batch, until: number): void {
+  #arm (batch: Batch<CollectionQueue>, until: number): void {
     this.#unwatch(batch)
     batch.retryTimer = this.clock.setTimeout(() => {
       this.#backingOff.delete(batch)
@@ -167,7 +168,7 @@ export class Retries {
   }
 
   /** Stops every wait and hands back the batches that were waiting (close). */
-  removeAll (): Batch[] {
+  removeAll (): Batch<CollectionQueue>[] {
     const batches = [...this.#backingOff]
     for (const batch of batches) {
       if (batch.retryTimer !== null) this.clock.clearTimeout(batch.retryTimer)

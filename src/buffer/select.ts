@@ -1,14 +1,15 @@
-import { tryCoalesce } from '../write/coalesce.js'
+import type { Document } from 'mongodb'
+import { mayCoalesce, mergedUpdate } from '../write/coalesce.js'
 import { COMMAND_OF, QUEUED, type WriteOp } from '../write/write-op.js'
 import type { BatchLimits, TakeMoment } from './batch.js'
 
 /**
  * Which queued writes go together in the next batch: the rule, as a function of what it reads.
- * It changes no count and no list: the CollectionQueue applies the `Selection` (parks, puts
- * back, dequeues). What it does change: it holds the target of each write it chooses
- * (`targets.hold`: a later write of that target in the same pass must see it held), and it
- * rewrites the update of a chosen write that it coalesces others into (`tryCoalesce`): the
- * merged update is what the batch carries.
+ * It changes nothing — no count, no list, no target, no write: it returns a plan, the
+ * `Selection`, and the CollectionQueue applies it (holds the targets of the batch's writes,
+ * coalesces, parks, puts back, dequeues). Within one pass it sees what it chose as if applied:
+ * a target taken by a write of this batch is held, and a write coalesced into carries the
+ * merged update (`mergedUpdate`, from the update it carries so far in this pass).
  *
  * The rule (unordered queue), write by write from the head of the list:
  * - not queued any more (aborted, settled): skipped; past its deadline: `expired` (when writes
@@ -17,7 +18,8 @@ import type { BatchLimits, TakeMoment } from './batch.js'
  * - lingering (per-write `lingerMs`) and not flushing: `kept`, and so are the later writes of
  *   its target in this pass, held or not (nothing may go before it);
  * - its target is held (a write out, fenced, or chosen into this batch): coalesced into the
- *   write of this batch holding it when it can, else `parked` behind the holder;
+ *   write of this batch holding it when it may (`mayCoalesce`, the one rule, and the updates
+ *   merge), else `parked` behind the holder;
  * - another write command than the batch's: `kept`;
  * - else it joins the batch and holds its target; the writes parked behind that target may
  *   coalesce into it now, in order, until one cannot.
@@ -32,22 +34,26 @@ export interface ListWindow {
 
 /** The queue's targets as select() sees them: held and parked writes. */
 export interface Targets {
-  /** the write holding `target` — chosen into this batch (still queued), out (in flight or backing off), or fenced — if any */
+  /** the write holding `target` — taken (still queued until sent), out (in flight or backing off), or fenced — if any */
   holder: (target: string) => WriteOp | undefined
-  /** `op` was chosen into the batch: it holds its target from now on */
-  hold: (target: string, op: WriteOp) => void
   /** the writes parked behind `target`'s holder, oldest first, if any */
   parkedOf: (target: string) => readonly WriteOp[] | undefined
   /** whether `op` is the *head* of parked writes: released back to the list, they wait for it */
   isHead: (op: WriteOp) => boolean
 }
 
-/** What was chosen. Arrays are null when empty; every write listed leaves the list. */
+/** What was chosen: the plan the queue applies. Arrays are null when empty; every write listed leaves the list. */
 export interface Selection {
   /** the batch, in queue order; null: nothing can go now */
   batch: WriteOp[] | null
-  /** writes coalesced into a write of the batch (from the list, or parked behind its target) */
+  /** the targets the batch's writes take (hold), each by its write; null with the batch, or on the fast path (fresh inserts hold nothing) */
+  taken: Map<string, WriteOp> | null
+  /** writes coalesced into a write of the batch (from the list, or parked behind its target), in the order they join */
   coalesced: WriteOp[] | null
+  /** for each of `coalesced`, the write it joins (`into[i]` takes `coalesced[i]`) */
+  into: WriteOp[] | null
+  /** for each of `coalesced`, the update `into[i]` carries once it joined (WriteOp#coalesce) */
+  updates: Document[] | null
   /** writes to park behind the holder of their target, in order */
   parked: WriteOp[] | null
   /** writes skipped, in order: they go back to the list just before `stop` */
@@ -68,7 +74,7 @@ export function expiredAt (op: WriteOp, now: number): boolean {
 }
 
 function selection (stop: number): Selection {
-  return { batch: null, coalesced: null, parked: null, kept: null, expired: null, lingerOver: null, stop, lingerEnd: 0 }
+  return { batch: null, taken: null, coalesced: null, into: null, updates: null, parked: null, kept: null, expired: null, lingerOver: null, stop, lingerEnd: 0 }
 }
 
 /**
@@ -108,6 +114,22 @@ function chosen (items: readonly WriteOp[], from: number, to: number, count: num
   return batch
 }
 
+/** Puts the selection's coalescing in place: each of `coalesced` joins its `into` write, which carries the merged update from then on. */
+export function coalesceChosen (sel: Selection): void {
+  const { coalesced } = sel
+  if (coalesced === null) return
+  const into = sel.into as WriteOp[]
+  const updates = sel.updates as Document[]
+  for (let i = 0; i < coalesced.length; i++) (into[i] as WriteOp).coalesce(coalesced[i] as WriteOp, updates[i] as Document)
+}
+
+/** `next` joins `leader` in the plan, carrying `update` from now on. */
+function join (out: Selection, leader: WriteOp, next: WriteOp, update: Document): void {
+  ;(out.coalesced ??= []).push(next)
+  ;(out.into ??= []).push(leader)
+  ;(out.updates ??= []).push(update)
+}
+
 /** The next batch of a queue (the rule: see the header). */
 export function select (list: ListWindow, targets: Targets, limits: BatchLimits, at: TakeMoment, ordered: boolean): Selection {
   const { items } = list
@@ -118,6 +140,10 @@ export function select (list: ListWindow, targets: Targets, limits: BatchLimits,
   let batch = null as WriteOp[] | null
   let command = -1
   let bytes = 0
+  /** targets taken by a write of this batch (the plan's `taken`): held for the rest of this pass */
+  let taken = null as Map<string, WriteOp> | null
+  /** the update each write of this batch carries once the writes coalesced into it so far join it */
+  let carrying = null as Map<WriteOp, Document> | null
   /** targets with a write kept in this pass, or with parked writes freed by an expired head: their later writes stay in the list */
   let blocked = null as Set<string> | null
   /** targets whose parked writes changed in this pass: true = some are parked, false = none left */
@@ -157,14 +183,17 @@ export function select (list: ListWindow, targets: Targets, limits: BatchLimits,
         ;(out.kept ??= []).push(op)
         continue
       }
-      const holder = targets.holder(target)
+      const holder = taken?.get(target) ?? targets.holder(target)
       if (holder !== undefined) {
         // coalesced into the write of this batch holding its target, unless writes parked there go first
-        if (coalesce && holder.state === QUEUED && !(parkedNow?.get(target) ?? targets.parkedOf(target) !== undefined) && !op.alone && !holder.alone &&
-          bytes + op.bytes + op.carried <= maxBytes && tryCoalesce(holder, op)) {
-          ;(out.coalesced ??= []).push(op)
-          bytes += op.bytes + op.carried // the coalesced update grows: it counts against the batch budget
-          continue
+        if (coalesce && !(parkedNow?.get(target) ?? targets.parkedOf(target) !== undefined) && mayCoalesce(holder, op, maxBytes - bytes)) {
+          const update = mergedUpdate(holder, carrying?.get(holder) ?? null, op)
+          if (update !== null) {
+            join(out, holder, op, update)
+            ;(carrying ??= new Map()).set(holder, update)
+            bytes += op.bytes // the coalesced update grows: it counts against the batch budget
+            continue
+          }
         }
         ;(out.parked ??= []).push(op) // it cannot go before its holder returns
         ;(parkedNow ??= new Map()).set(target, true)
@@ -177,26 +206,31 @@ export function select (list: ListWindow, targets: Targets, limits: BatchLimits,
       }
     }
     command = c
-    targets.hold(target, op)
+    ;(taken ??= new Map()).set(target, op)
     ;(batch ??= []).push(op)
     bytes += op.bytes + op.carried
     // writes of its target parked behind an earlier holder may coalesce into it now
     const chain = ordered ? undefined : targets.parkedOf(target)
     if (chain !== undefined) {
-      let left = !coalesce || op.alone
+      let left = false
+      let carried = null as Document | null
       for (let k = 0; !left && k < chain.length; k++) {
         const next = chain[k] as WriteOp
         if (next.state !== QUEUED) continue // aborted, expired or settled while parked
-        if (next.alone || bytes + next.bytes + next.carried > maxBytes || !tryCoalesce(op, next)) left = true
+        const update = coalesce && mayCoalesce(op, next, maxBytes - bytes) ? mergedUpdate(op, carried, next) : null
+        if (update === null) left = true
         else {
-          bytes += next.bytes + next.carried
-          ;(out.coalesced ??= []).push(next)
+          join(out, op, next, update)
+          carried = update
+          bytes += next.bytes
         }
       }
+      if (carried !== null) (carrying ??= new Map()).set(op, carried)
       ;(parkedNow ??= new Map()).set(target, left) // later writes of its target coalesce into it only if none is left
     }
   }
   out.batch = batch
+  out.taken = taken
   out.stop = i
   return out
 }

@@ -12,6 +12,7 @@ import type { BatchSpan, Tracing } from '../tracing.js'
 import { IN_FLIGHT, SETTLED, type TraceLink, type WriteOp, type WriteResult } from '../write/write-op.js'
 import { indexesProven, isolate, IsolationOutcome, partlyRefused, splittable, unprovenFailure, wholeRefusal } from './isolate.js'
 import { Batch, type Route } from './batch.js'
+import type { CollectionQueue } from './collection-queue.js'
 import { Wire } from './wire.js'
 import { Latency } from './latency.js'
 import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, PartialFailureReader, resultOf, type RetryPolicy } from './outcomes.js'
@@ -48,7 +49,7 @@ export class Sender {
   /** batches the server refused or interrupted because it is overloaded (stats) */
   overloaded = 0
   /** told each acknowledged batch's round trip (ms, `now`: performance.now()), before its writes settle (the in-flight limit, the drain rate) */
-  onRoundTrip: ((batch: Batch, ms: number, now: number) => void) | undefined
+  onRoundTrip: ((batch: Batch<CollectionQueue>, ms: number, now: number) => void) | undefined
   /** told each batch the server answered it is overloaded (462, 463, 473, SystemOverloadedError), before the batch returns */
   onOverload: ((now: number) => void) | undefined
   /** close() gave up waiting: a batch still on the wire that fails is not sent again */
@@ -74,7 +75,7 @@ export class Sender {
   /** From now on nothing is sent again: a write that would be retried is rejected WRITE_BUFFER_CLOSED. */
   stopRetrying (): void { this.#final = true }
 
-  send (batch: Batch): void {
+  send (batch: Batch<CollectionQueue>): void {
     const queue = batch.queue
     let models: AnyBulkWriteOperation[]
     try {
@@ -96,7 +97,7 @@ export class Sender {
   }
 
   /** Routes the driver's answer (`failed`: it rejected with `answer`); never throws. */
-  #answer (batch: Batch, started: number, span: BatchSpan | undefined, failed: boolean, answer: unknown): void {
+  #answer (batch: Batch<CollectionQueue>, started: number, span: BatchSpan | undefined, failed: boolean, answer: unknown): void {
     try {
       // the round trip ends when the driver answers (not after a follow-up read of ours)
       const now = this.#answered(batch, started, span, failed ? answer : undefined)
@@ -113,14 +114,14 @@ export class Sender {
   }
 
   /** A bug before anything went on the wire must not strand the batch (its writes, its slot): they fail, not sent by this attempt. */
-  #notSent (batch: Batch, bug: unknown): void {
+  #notSent (batch: Batch<CollectionQueue>, bug: unknown): void {
     const failed = (op: WriteOp): Error => new WriteBufferError(ErrorCodes.BATCH_FAILED, `internal error before sending: ${String(bug)}`, op.maybeApplied ? 'unknown' : 'not-sent', op.attempts, bug)
     for (const op of batch.ops) if (op.state !== SETTLED) this.settler.reject(op, failed(op))
     this.#return(batch)
   }
 
   /** A bug in result handling must not strand the batch: settle whoever is left. */
-  #internalError (batch: Batch, bug: unknown): void {
+  #internalError (batch: Batch<CollectionQueue>, bug: unknown): void {
     for (const op of batch.ops) {
       if (op.state === IN_FLIGHT) {
         this.settler.reject(op, new WriteBufferError(ErrorCodes.BATCH_FAILED, `internal error: ${String(bug)}`, 'unknown', op.attempts, bug))
@@ -130,7 +131,7 @@ export class Sender {
   }
 
   /** Once per attempt, when the driver answered: its round trip, span and telemetry. Returns when (performance.now()). */
-  #answered (batch: Batch, started: number, span: BatchSpan | undefined, err: unknown): number {
+  #answered (batch: Batch<CollectionQueue>, started: number, span: BatchSpan | undefined, err: unknown): number {
     const now = performance.now()
     this.roundTrip.record(now - started, now)
     this.tracing.end(span, err)
@@ -145,11 +146,11 @@ export class Sender {
     this.onOverload?.(now)
   }
 
-  #return (batch: Batch): void {
+  #return (batch: Batch<CollectionQueue>): void {
     if (batch.finish()) batch.queue.returned(batch) // the queue frees its targets and tells the Dispatcher
   }
 
-  #acknowledged (batch: Batch, result: SentAnswer | undefined): void {
+  #acknowledged (batch: Batch<CollectionQueue>, result: SentAnswer | undefined): void {
     const upserted = result?.upsertedIds
     const ops = batch.ops
     this.onAcknowledged?.(batch.queue.name, ops, i => upserted?.[i])
@@ -165,7 +166,7 @@ export class Sender {
     this.#return(batch)
   }
 
-  async #failed (batch: Batch, err: unknown, span: TraceLink | undefined): Promise<void> {
+  async #failed (batch: Batch<CollectionQueue>, err: unknown, span: TraceLink | undefined): Promise<void> {
     const refusal = wholeRefusal(err)
     if (refusal !== undefined && this.#tooMany(batch, refusal)) return
     if (refusal !== undefined) {
@@ -192,7 +193,7 @@ export class Sender {
    * writes that are not retry-safe are told `unknown` at once. Afterwards every target stays
    * fenced from the last close, as after any ambiguous failure.
    */
-  async #isolateClosed (batch: Batch, err: unknown, span: TraceLink | undefined): Promise<void> {
+  async #isolateClosed (batch: Batch<CollectionQueue>, err: unknown, span: TraceLink | undefined): Promise<void> {
     // this attempt may have applied any of them (the connection closed under it)
     for (const op of batch.ops) if (op.state !== SETTLED) op.mayHaveApplied()
     // the wait is in flight, out of Deadlines' and Retries' sight: a write whose deadline passes
@@ -213,7 +214,7 @@ export class Sender {
    * the head of their queue, this attempt uncounted, to go in batches the server takes — not
    * split as a refusal of unknown outcome, which would tell a duplicate key among them `unknown`.
    */
-  #tooMany (batch: Batch, refusal: unknown): boolean {
+  #tooMany (batch: Batch<CollectionQueue>, refusal: unknown): boolean {
     const bound = writeBatchBoundOf(refusal)
     const live = batch.ops.filter(op => op.state !== SETTLED)
     if (bound === undefined || live.length <= bound || this.#final) return false
@@ -237,7 +238,7 @@ export class Sender {
    * whole failure (resent after a backoff if nothing was applied or the write is retry-safe).
    * Otherwise one write may be to blame: isolate it (isolate.ts), so its batch-mates are applied.
    */
-  async #refused (batch: Batch, refusal: unknown, span: TraceLink | undefined, known?: Failure, closed?: { at: number }): Promise<void> {
+  async #refused (batch: Batch<CollectionQueue>, refusal: unknown, span: TraceLink | undefined, known?: Failure, closed?: { at: number }): Promise<void> {
     const failure = known ?? await this.#classifyRefusal(refusal, batch.route)
     const live = batch.ops.filter(op => op.state !== SETTLED)
     if (this.#final || (closed === undefined && !splittable(live, refusal, failure))) {
@@ -291,7 +292,7 @@ export class Sender {
   }
 
   /** Writes (in flight) sent again once `fence` ends, as a retry; told so instead if close() gave up. */
-  #retryAfter (queue: Batch['queue'], ops: WriteOp[], fence: Fence): void {
+  #retryAfter (queue: CollectionQueue, ops: WriteOp[], fence: Fence): void {
     if (this.#final) {
       for (const op of ops) this.#toldClosed(op)
       return
@@ -300,7 +301,7 @@ export class Sender {
   }
 
   /** Writes to send again at the head of their queue (unless close() gave up: then they are told so); those not yet back in state QUEUED count their attempt. */
-  #requeue (queue: Batch['queue'], again: WriteOp[]): void {
+  #requeue (queue: CollectionQueue, again: WriteOp[]): void {
     if (this.#final) {
       for (const op of again) this.#toldClosed(op)
       return
@@ -313,7 +314,7 @@ export class Sender {
    * The driver threw while building or serializing the bulkWrite, before any I/O (send-check.ts#serializerFailure; if not: false, nothing done). The writes
    * that cannot be serialized now (changed after submit) fail alone, naming the field; the others go again at the head of their queue, this attempt uncounted.
    */
-  #unsendable (batch: Batch, err: unknown): boolean {
+  #unsendable (batch: Batch<CollectionQueue>, err: unknown): boolean {
     const read = serializerFailure(err, this.#wire.mayHaveRetried(batch.route))
     if (read === NOT_SERIALIZER) return false
     const { again, refused } = afterUnsendable(batch.ops.filter(op => op.state !== SETTLED), err, batch.queue.name)
@@ -334,7 +335,7 @@ export class Sender {
    * A server's answer (`ok: 0`) ends its command: on a standalone server, whose driver never
    * retries on its own, nothing is left running to fence.
    */
-  #wholeFailed (batch: Batch, err: unknown, span: TraceLink | undefined, known?: Failure, ops?: WriteOp[]): void {
+  #wholeFailed (batch: Batch<CollectionQueue>, err: unknown, span: TraceLink | undefined, known?: Failure, ops?: WriteOp[]): void {
     const failure = known ?? classify(err, this.#wire.mayHaveRetried(batch.route), this.driverRetries.everConnected())
     const name = batch.queue.name
     const now = this.options.clock.now()
@@ -358,7 +359,7 @@ export class Sender {
     const closed = closedConnection(err)
     for (let i = 0; i < live.length; i++) {
       const op = live[i] as WriteOp
-      op.closedBefore = closed
+      op.attemptFailed(closed)
       const verdict = verdicts[i] as 'retry' | Error
       if (verdict === 'retry' && !this.#final) {
         retry.push(op)
@@ -377,14 +378,14 @@ export class Sender {
     // held again before any pump can run: a later write to these targets must not overtake them
     if (retry.length > 0) {
       // the retry's span is a child of this attempt's
-      if (span !== undefined) for (const op of retry) op.retryOf = span
+      if (span !== undefined) for (const op of retry) op.retryAfter(span)
       this.retries.schedule(new Batch(batch.queue, retry, false), fence)
     }
     if (fenced.length > 0 && fence !== undefined) this.retries.fence(new Batch(batch.queue, fenced, false), fence)
   }
 
   /** Acts on what was decided per write: the applied resolved (told to the cache bus first), the refused rejected, the rest sent again. */
-  #apply (queue: Batch['queue'], out: IsolationOutcome, again: WriteOp[] = out.toSendAgain): void {
+  #apply (queue: CollectionQueue, out: IsolationOutcome, again: WriteOp[] = out.toSendAgain): void {
     const { applied, results } = out
     if (applied.length > 0) {
       this.onAcknowledged?.(queue.name, applied, i => (results[i] as { upsertedId?: unknown }).upsertedId)
@@ -396,7 +397,7 @@ export class Sender {
   }
 
   /** Some writes were refused by the server; the others were acknowledged (or never executed). */
-  async #partlyFailed (batch: Batch, err: PartialFailure): Promise<void> {
+  async #partlyFailed (batch: Batch<CollectionQueue>, err: PartialFailure): Promise<void> {
     if (!indexesProven(batch.ops, await this.identity.reportsStatements())) {
       await this.#refused(batch, err, undefined, unprovenFailure(err))
       return

@@ -13,8 +13,7 @@ const ignore = (): void => {}
 let opening: WriteOp | null = null
 function takeResolvers (resolve: (r: WriteResult) => void, reject: (e: Error) => void): void {
   const op = opening as WriteOp
-  op.resolve = resolve
-  op.reject = reject
+  op.awaitedWith(resolve, reject)
   opening = null
 }
 
@@ -43,16 +42,14 @@ export class Settler {
   open (op: WriteOp): Promise<WriteResult> {
     opening = op
     const promise = new Promise<WriteResult>(takeResolvers)
-    op.epoch = this.flushes.open()
+    op.joinEpoch(this.flushes.open())
     return promise
   }
 
   /** A detached write: no promise exists, so none can go unhandled; a failure goes to `detachedFailed`. */
   openDetached (op: WriteOp): void {
-    op.detached = true
-    op.resolve = ignore
-    op.reject = err => { this.detachedFailed(op, err) }
-    op.epoch = this.flushes.open()
+    op.detach(ignore, err => { this.detachedFailed(op, err) })
+    op.joinEpoch(this.flushes.open())
   }
 
   /** Resolves `op` with `value` and the writes coalesced into it with `{}`; returns how many settled. */
@@ -93,11 +90,7 @@ export class Settler {
 
   #release (op: WriteOp, ok: boolean, unknown = false): void {
     const was = op.settle()
-    if (op.onAbort !== null) {
-      op.signal?.removeEventListener('abort', op.onAbort)
-      op.onAbort = null
-      op.signal = null
-    }
+    op.unlisten()
     this.flushes.settle(op.epoch)
     if (was === CREATED) return // refused at the door: never counted, never seen by the cache
     this.cache?.settleWrite(op.queue.name, op, ok, unknown)

@@ -4,13 +4,14 @@ import type { ServerIdentity } from '../mongo/server-identity.js'
 import type { DriverRetries } from '../mongo/topology.js'
 import type { BatchSpan, Tracing } from '../tracing.js'
 import type { WriteOp } from '../write/write-op.js'
-import { BULK_WRITE, COMMAND, type Batch, type BatchQueue, type Route } from './batch.js'
+import { BULK_WRITE, COMMAND, type Batch, type Route } from './batch.js'
+import type { CollectionQueue } from './collection-queue.js'
 
 /** The two ways a batch goes out (module functions: Tracing.send calls them with no closure). */
-function bulkWrite (queue: BatchQueue, models: AnyBulkWriteOperation[], options: BulkWriteOptions): Promise<SentAnswer> {
+function bulkWrite (queue: CollectionQueue, models: AnyBulkWriteOperation[], options: BulkWriteOptions): Promise<SentAnswer> {
   return queue.collection.bulkWrite(models, options)
 }
-function writeCommand (queue: BatchQueue, ops: readonly WriteOp[], commands: WriteCommand): Promise<SentAnswer> {
+function writeCommand (queue: CollectionQueue, ops: readonly WriteOp[], commands: WriteCommand): Promise<SentAnswer> {
   return commands.send(queue.collection, ops, queue.ordered)
 }
 
@@ -88,7 +89,7 @@ export class Wire {
   }
 
   /** Sends the batch's models by its route (Batch#route); a driver that throws instead of rejecting rejects all the same. */
-  send (batch: Batch, models: AnyBulkWriteOperation[], span: BatchSpan | undefined): Promise<SentAnswer> {
+  send (batch: Batch<CollectionQueue>, models: AnyBulkWriteOperation[], span: BatchSpan | undefined): Promise<SentAnswer> {
     const queue = batch.queue
     try {
       const sent: Promise<SentAnswer> = batch.route === COMMAND
@@ -102,7 +103,7 @@ export class Wire {
   }
 
   /** Part of a batch (`ops`, their `models`), by the batch's route, outside any span (isolation's halves). */
-  sendPart (queue: BatchQueue, route: Route, ops: readonly WriteOp[], models: AnyBulkWriteOperation[]): Promise<SentAnswer> {
+  sendPart (queue: CollectionQueue, route: Route, ops: readonly WriteOp[], models: AnyBulkWriteOperation[]): Promise<SentAnswer> {
     try {
       const sent = route === COMMAND ? writeCommand(queue, ops, this.commands as WriteCommand) : bulkWrite(queue, models, this.#optionsOf(queue))
       return sent instanceof Promise ? sent : Promise.resolve(sent)
@@ -111,7 +112,7 @@ export class Wire {
     }
   }
 
-  #optionsOf (queue: BatchQueue): BulkWriteOptions {
+  #optionsOf (queue: CollectionQueue): BulkWriteOptions {
     return queue.ordered ? this.#ordered : this.#unordered
   }
 }

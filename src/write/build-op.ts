@@ -277,7 +277,7 @@ export function buildDelete (many: boolean, filter: unknown, options: DeleteOpti
 }
 
 function unique (op: WriteOp, options: { uniqueFilter?: boolean } | undefined): WriteOp {
-  if (options?.uniqueFilter === true) op.uniqueFilter = true
+  if (options?.uniqueFilter === true) op.declareUniqueFilter()
   return op
 }
 

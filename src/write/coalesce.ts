@@ -1,7 +1,7 @@
 import type { Document } from 'mongodb'
 import { creationOrder, overlaps, touchesFilter } from './paths.js'
 import { isPlain } from './write-options.js'
-import { UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
+import { QUEUED, UPDATE_ONE, type WriteBody, type WriteOp } from './write-op.js'
 
 /**
  * Coalescing: a later same-target `updateOne` made only of $set / $inc / $unset / $max / $min /
@@ -99,33 +99,52 @@ function insertMatches (filter: Document): boolean {
 }
 
 /**
- * Coalesces `next` into `leader` (both queued, same target). Returns false and changes nothing if
- * it cannot — also when reading an update throws (a caller's getter or Proxy trap armed after
- * submit): the merged update is built aside and put in place only once whole, so a throw halfway
- * leaves both writes as they were; the one to blame then goes alone and fails alone when the
- * driver serializes it (send-check.ts). Before, a throw left half of `next` merged into `leader`
- * and escaped into select(), whose next pass threw again: both writes never settled.
+ * The one rule for whether `next` may be coalesced into `leader` (same target) before their
+ * updates are even read: both queued, neither to go alone, and `next` with what it carries
+ * within `room`, the bytes its leader's batch has left. Whether the updates merge is
+ * `mergedUpdate`'s.
  */
-export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
+export function mayCoalesce (leader: WriteOp, next: WriteOp, room: number): boolean {
+  return leader.state === QUEUED && next.state === QUEUED && !leader.alone && !next.alone && next.bytes + next.carried <= room
+}
+
+/**
+ * The update `leader` carries once `next` (same target) is coalesced into it, `current` being
+ * the update it carries by then (null: its model's); null if they cannot merge. Pure: it
+ * changes neither write (WriteOp#coalesce puts the result in place) and never throws — a
+ * throw while reading an update (a caller's getter or Proxy trap armed after submit) is a
+ * refusal: the one to blame then goes alone and fails alone when the driver serializes it
+ * (send-check.ts). Before, a throw left half of `next` merged into `leader` and escaped into
+ * select(), whose next pass threw again: both writes never settled.
+ */
+export function mergedUpdate (leader: WriteOp, current: Document | null, next: WriteOp): Document | null {
   try {
-    return coalesceInto(leader, next)
+    return merge(leader, current, next)
   } catch {
-    return false
+    return null
   }
 }
 
-function coalesceInto (leader: WriteOp, next: WriteOp): boolean {
-  if (leader.kind !== UPDATE_ONE || next.kind !== UPDATE_ONE) return false
+/** Coalesces `next` into `leader` now if their updates merge (a lingering write, as `next` is pushed); whether it did. */
+export function tryCoalesce (leader: WriteOp, next: WriteOp): boolean {
+  const update = mergedUpdate(leader, null, next)
+  if (update === null) return false
+  leader.coalesce(next, update)
+  return true
+}
+
+function merge (leader: WriteOp, current: Document | null, next: WriteOp): Document | null {
+  if (leader.kind !== UPDATE_ONE || next.kind !== UPDATE_ONE) return null
   const lb = leader.body
   const nb = next.body
-  if ((lb.upsert === true) !== (nb.upsert === true)) return false
-  if (leader.ownUpdate === null && !coalescible(lb)) return false
-  if (!coalescible(nb)) return false
+  if ((lb.upsert === true) !== (nb.upsert === true)) return null
+  // a leader that carries a merged update passed this check when the first write joined it
+  if (leader.ownUpdate === null && current === null && !coalescible(lb)) return null
+  if (!coalescible(nb)) return null
   // coalescible(): both are plain update documents
-  const leaderUpdate = lb.update as Document
+  const leaderUpdate = current ?? lb.update as Document
   const nextUpdate = nb.update as Document
-  const current = leaderUpdate
-  // check every path of `next` against every path already present, before changing anything.
+  // check every path of `next` against every path already present, before building anything.
   // A later write's $setOnInsert can never apply: after the leader (an upsert) runs, the
   // document exists. So it is left out of the merge entirely.
   for (const op in nextUpdate) {
@@ -136,8 +155,8 @@ function coalesceInto (leader: WriteOp, next: WriteOp): boolean {
       // update creates its new fields in name order, two updates in the order they run
       let touched = false
       let createdAfter = true
-      for (const op2 in current) {
-        const fields2 = current[op2] as Document
+      for (const op2 in leaderUpdate) {
+        const fields2 = leaderUpdate[op2] as Document
         for (const path2 in fields2) {
           if (path2 === path) touched = true
           else if (createdAfter) {
@@ -145,18 +164,17 @@ function coalesceInto (leader: WriteOp, next: WriteOp): boolean {
             if (order === undefined || order < 0) createdAfter = false
           }
           if (!overlaps(path, path2)) continue
-          if (path !== path2 || op !== op2) return false
-          if (op === '$inc' && !summable(fields[path], fields2[path2])) return false
-          if ((op === '$max' || op === '$min') && comparable(fields[path], fields2[path2]) === undefined) return false
+          if (path !== path2 || op !== op2) return null
+          if (op === '$inc' && !summable(fields[path], fields2[path2])) return null
+          if ((op === '$max' || op === '$min') && comparable(fields[path], fields2[path2]) === undefined) return null
         }
       }
-      if (!touched && !createdAfter) return false
-      if (op === '$inc' && typeof fields[path] !== 'number') return false
-      if (op === '$addToSet' && elementsOf(fields[path]) === undefined) return false
+      if (!touched && !createdAfter) return null
+      if (op === '$inc' && typeof fields[path] !== 'number') return null
+      if (op === '$addToSet' && elementsOf(fields[path]) === undefined) return null
     }
   }
-  // a copy, put in place once whole: the caller's update object is never mutated, and a throw
-  // while reading `next` (a getter) leaves the leader's update as it was
+  // a copy: neither the caller's update objects nor the leader's model change here
   const merged: Document = {}
   for (const op in leaderUpdate) merged[op] = { ...(leaderUpdate[op] as Document) }
   for (const op in nextUpdate) {
@@ -180,39 +198,5 @@ function coalesceInto (leader: WriteOp, next: WriteOp): boolean {
       }
     }
   }
-  if (leader.ownUpdate === null) leader.ownUpdate = leaderUpdate
-  lb.update = merged
-  const into = (leader.coalesced ??= [])
-  into.push(next)
-  next.merged = true
-  leader.carried += next.bytes + next.carried
-  next.carried = 0
-  if (next.coalesced !== null) {
-    // `next` had writes coalesced into it already (a lingering write): they move along with it,
-    // one level deep, and `next` keeps only its own update (to be taken apart again if refused)
-    into.push(...next.coalesced)
-    next.coalesced = null
-    if (next.ownUpdate !== null) nb.update = next.ownUpdate
-    next.ownUpdate = null
-  }
-  return true
-}
-
-/**
- * Undoes coalescing: the leader gets its own update back; the writes coalesced into it are
- * returned, to be retried one by one. None of them will be coalesced again.
- */
-export function uncoalesce (leader: WriteOp): WriteOp[] {
-  const coalesced = leader.coalesced ?? []
-  if (leader.ownUpdate !== null) leader.body.update = leader.ownUpdate
-  leader.ownUpdate = null
-  leader.coalesced = null
-  leader.carried = 0
-  leader.alone = true
-  for (const op of coalesced) {
-    op.alone = true
-    op.merged = false
-    op.uncoalescedFrom(leader) // an earlier attempt of the coalesced op may have applied it
-  }
-  return coalesced
+  return merged
 }

@@ -87,6 +87,9 @@ export type WriteResult<TId = unknown> = InsertResult<TId> | UpdateResult<TId> |
 /**
  * What a write sees of the queue of its collection (a buffer/collection-queue CollectionQueue,
  * which this module does not import: the queue holds writes, a write only names its queue).
+ * An interface because the dependency runs both ways (test/unit/import-cycles.test.ts forbids
+ * even a type-only cycle): pointing it one way would mean handing each write's queue apart to
+ * Admission's waiters, Aborts, the deadline sweep, the Settler and the detached failures.
  */
 export interface OpQueue {
   readonly name: string
@@ -111,37 +114,37 @@ export class WriteOp {
   /** an attempt may have reached the server without a clear answer (mayHaveApplied()) */
   #maybeApplied = false
   /** its last attempt ended in a connection closed under it (a poison the server drops the connection on, or a cut): a second one isolates its batch */
-  closedBefore = false
+  #closedBefore = false
   /** the flush() epoch it belongs to (see FlushTracker) */
-  epoch = 0
+  #epoch = 0
   /** Date.now() past which it is rejected with WRITE_BUFFER_TIMEOUT if not yet sent; 0 = none */
-  deadline = 0
+  #deadline = 0
   /** later writes of the same target coalesced into this one; settled with it */
-  coalesced: WriteOp[] | null = null
+  #coalesced: WriteOp[] | null = null
   /** its update travels inside an earlier write's model (it is in that write's `coalesced`) */
-  merged = false
+  #merged = false
   /** estimated bytes of the writes coalesced into it (their updates travel in its model) */
-  carried = 0
+  #carried = 0
   /** this op's own update, kept while `model` carries the coalesced one (to uncoalesce) */
-  ownUpdate: Document | null = null
+  #ownUpdate: Document | null = null
   /** never coalesce again (a coalesced op was refused and is retried write by write) */
-  alone = false
+  #alone = false
   /** the queue of its collection; set when it is submitted, before anything reads it */
-  queue!: OpQueue
+  #queue!: OpQueue
   /** its caller declared that its filter matches at most one document (`uniqueFilter`: retry-safety.ts) */
-  uniqueFilter = false
+  #uniqueFilter = false
   /** nobody awaits it: its failure goes to onWriteError (see Settler) */
-  detached = false
+  #detached = false
   /** Date.now() until which it waits for later same-target writes to coalesce into it; 0 = none */
-  lingerUntil = 0
+  #lingerUntil = 0
   /** the span active when it was queued, while tracing records spans */
-  traceLink: TraceLink | undefined = undefined
+  #traceLink: TraceLink | undefined = undefined
   /** the span of its last failed attempt, when it is sent again (the retry's span is its child) */
-  retryOf: TraceLink | undefined = undefined
-  signal: AbortSignal | null = null
-  onAbort: (() => void) | null = null
-  resolve!: (r: WriteResult) => void
-  reject!: (e: Error) => void
+  #retryOf: TraceLink | undefined = undefined
+  #signal: AbortSignal | null = null
+  #onAbort: (() => void) | null = null
+  #resolve!: (r: WriteResult) => void
+  #reject!: (e: Error) => void
 
   #target: string | null
 
@@ -160,6 +163,122 @@ export class WriteOp {
   }
 
   get state (): State { return this.#state }
+  get closedBefore (): boolean { return this.#closedBefore }
+  get epoch (): number { return this.#epoch }
+  get deadline (): number { return this.#deadline }
+  get coalesced (): readonly WriteOp[] | null { return this.#coalesced }
+  get merged (): boolean { return this.#merged }
+  get carried (): number { return this.#carried }
+  get ownUpdate (): Document | null { return this.#ownUpdate }
+  get alone (): boolean { return this.#alone }
+  get queue (): OpQueue { return this.#queue }
+  get uniqueFilter (): boolean { return this.#uniqueFilter }
+  get detached (): boolean { return this.#detached }
+  get lingerUntil (): number { return this.#lingerUntil }
+  get traceLink (): TraceLink | undefined { return this.#traceLink }
+  get resolve (): (r: WriteResult) => void { return this.#resolve }
+  get reject (): (e: Error) => void { return this.#reject }
+
+  /** Submitted to `queue`, under the span `traceLink` (while tracing records spans). */
+  submitTo (queue: OpQueue, traceLink: TraceLink | undefined): void {
+    this.#queue = queue
+    this.#traceLink = traceLink
+  }
+
+  /** Its caller awaits it: `resolve`/`reject` settle its promise (the Settler's only). */
+  awaitedWith (resolve: (r: WriteResult) => void, reject: (e: Error) => void): void {
+    this.#resolve = resolve
+    this.#reject = reject
+  }
+
+  /** Nobody awaits it: a result is dropped, a failure goes to `reject`. */
+  detach (ignore: (r: WriteResult) => void, reject: (e: Error) => void): void {
+    this.#detached = true
+    this.#resolve = ignore
+    this.#reject = reject
+  }
+
+  /** It belongs to the flush() epoch `epoch` (FlushTracker). */
+  joinEpoch (epoch: number): void { this.#epoch = epoch }
+
+  /** It times out at Date.now() `at` if not yet sent. */
+  timeOutAt (at: number): void { this.#deadline = at }
+
+  /** It lingers until Date.now() `until` (first set at submit; brought forward by a later write whose deadline comes first). */
+  linger (until: number): void { this.#lingerUntil = until }
+
+  /** Its caller declared that its filter matches at most one document. */
+  declareUniqueFilter (): void { this.#uniqueFilter = true }
+
+  /** `signal` aborts it: `onAbort` listens until it settles (unlisten()). */
+  listen (signal: AbortSignal, onAbort: () => void): void {
+    this.#signal = signal
+    this.#onAbort = onAbort
+    signal.addEventListener('abort', onAbort, { once: true })
+  }
+
+  /** Settled: its abort listener, if any, is removed. */
+  unlisten (): void {
+    if (this.#onAbort === null) return
+    this.#signal?.removeEventListener('abort', this.#onAbort)
+    this.#onAbort = null
+    this.#signal = null
+  }
+
+  /** Its attempt failed; `closed`: in a connection closed under it (a second such close isolates its batch). */
+  attemptFailed (closed: boolean): void { this.#closedBefore = closed }
+
+  /** It is sent again after a failed attempt traced as `span`: the retry's span is a child of it. */
+  retryAfter (span: TraceLink): void { this.#retryOf = span }
+
+  /** The span of the failed attempt this send repeats, if any, once: its next attempt is a child of this one's span. */
+  takeRetryOf (): TraceLink | undefined {
+    const span = this.#retryOf
+    if (span !== undefined) this.#retryOf = undefined
+    return span
+  }
+
+  /**
+   * `next` (same target) is coalesced into it: its update becomes `update` (coalesce.ts
+   * merged it), and `next` travels and settles with it. Writes coalesced into `next` already
+   * (a lingering write) move along, one level deep, and `next` keeps only its own update (to
+   * be taken apart again if refused).
+   */
+  coalesce (next: WriteOp, update: Document): void {
+    const body = this.body
+    if (this.#ownUpdate === null) this.#ownUpdate = body.update as Document
+    body.update = update
+    const into = (this.#coalesced ??= [])
+    into.push(next)
+    next.#merged = true
+    this.#carried += next.bytes + next.#carried
+    next.#carried = 0
+    if (next.#coalesced !== null) {
+      into.push(...next.#coalesced)
+      next.#coalesced = null
+      if (next.#ownUpdate !== null) next.body.update = next.#ownUpdate
+      next.#ownUpdate = null
+    }
+  }
+
+  /**
+   * Undoes coalescing: it gets its own update back; the writes coalesced into it are
+   * returned, to be retried one by one. None of them will be coalesced again.
+   */
+  uncoalesce (): WriteOp[] {
+    const coalesced = this.#coalesced ?? []
+    if (this.#ownUpdate !== null) this.body.update = this.#ownUpdate
+    this.#ownUpdate = null
+    this.#coalesced = null
+    this.#carried = 0
+    this.#alone = true
+    for (const op of coalesced) {
+      op.#alone = true
+      op.#merged = false
+      op.#maybeApplied ||= this.#maybeApplied // an earlier attempt of the coalesced op may have applied it
+    }
+    return coalesced
+  }
 
   /** times sent */
   get attempts (): number { return this.#attempts }
@@ -177,12 +296,7 @@ export class WriteOp {
   sentAgainInPart (): void {
     if (this.#state !== IN_FLIGHT) illegal(this, 'sent again in part')
     this.#attempts++
-    if (this.coalesced !== null) for (const c of this.coalesced) c.#attempts = this.#attempts
-  }
-
-  /** Taken apart from `leader`, whose statement carried it: its attempts and what they may have applied are its own now. */
-  uncoalescedFrom (leader: WriteOp): void {
-    this.#maybeApplied ||= leader.#maybeApplied
+    if (this.#coalesced !== null) for (const c of this.#coalesced) c.#attempts = this.#attempts
   }
 
   /** No room yet (onFull: 'wait'). */
@@ -218,7 +332,7 @@ export class WriteOp {
     if (this.#state !== IN_FLIGHT) illegal(this, 'queued again')
     this.#state = QUEUED
     if (!counted) this.#attempts--
-    if (this.coalesced !== null) for (const c of this.coalesced) if (c.#state === IN_FLIGHT) c.sendAgain(counted)
+    if (this.#coalesced !== null) for (const c of this.#coalesced) if (c.#state === IN_FLIGHT) c.sendAgain(counted)
   }
 
   /** Found past its deadline in its queue: out of its count, about to settle. */

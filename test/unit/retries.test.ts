@@ -137,7 +137,7 @@ describe('Retries keeps no timer of a wait it gave up (review, issue 42 item 6)'
       const op = buildInsert({ a: 1 }, undefined)
       op.enqueue()
       op.send()
-      op.deadline = Date.now() + 60_000
+      op.timeOutAt(Date.now() + 60_000)
       const retries = new Retries({ baseDelayMs: 1, maxDelayMs: 10 }, () => {})
       const never = new Promise<number>(() => {})
       retries.schedule(new Batch(queue as never, [op], false), { until: Date.now() + 10, proof: never, windowMs: 10 })

@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from 'vitest'
 import { apply, hold, pause } from './fake-db.js'
 import { harness, useFakeClock } from './harness.js'
 import type { BatchLimits, TakeMoment } from '../../src/buffer/batch.js'
-import { select, selectFresh, type Selection, type Targets } from '../../src/buffer/select.js'
+import { coalesceChosen, select, selectFresh, type Selection, type Targets } from '../../src/buffer/select.js'
 import { buildDelete, buildInsert, buildUpdate } from '../../src/write/build-op.js'
 import type { WriteOp } from '../../src/write/write-op.js'
 
@@ -43,6 +43,7 @@ class FakeTargets implements Targets {
   }
 
   holder = (target: string): WriteOp | undefined => { this.looked++; return this.held.get(target) }
+  /** the plan applied: `op` was taken into the batch, it holds its target */
   hold = (target: string, op: WriteOp): void => { this.held.set(target, op) }
   isHead = (op: WriteOp): boolean => this.heads.has(op)
   parkedOf = (target: string): readonly WriteOp[] | undefined => this.chains.get(target)
@@ -50,7 +51,11 @@ class FakeTargets implements Targets {
 
 function pick (ops: WriteOp[], targets: Targets = new FakeTargets(), limits: Partial<BatchLimits> = {}, at = AT, ordered = false): Selection {
   const items = Object.freeze([...ops]) // select() must not change the list
-  return select({ items, head: 0 }, targets, { ...LIMITS, ...limits }, at, ordered)
+  const s = select({ items, head: 0 }, targets, { ...LIMITS, ...limits }, at, ordered)
+  // the plan applied as CollectionQueue#apply does: the batch holds its targets, the coalesced writes join
+  if (targets instanceof FakeTargets) for (const op of s.batch ?? []) targets.hold(op.target, op)
+  coalesceChosen(s)
+  return s
 }
 
 const sets = (op: WriteOp | undefined): unknown => (op?.body.update as { $set?: unknown } | undefined)?.$set
@@ -105,7 +110,7 @@ describe('select(): ordering', () => {
 
   it('a write kept behind a lingering write of its target stays behind it even when its target is held', () => {
     const l = set(1, { v: 'L' })
-    l.lingerUntil = NOW + 100
+    l.linger(NOW + 100)
     const y = set(1, { v: 'Y' })
     const s = pick([l, y], new FakeTargets().with(out(1)), { coalesce: false })
     expect(s.kept).toEqual([l, y]) // parked, y would go back to the list's head when the holder returns: before l
@@ -136,6 +141,22 @@ describe('select(): coalescing', () => {
     const s = pick([a, b])
     expect(s.batch).toEqual([a])
     expect(s.coalesced).toEqual([b])
+    expect(sets(a)).toEqual({ v: 1, w: 2 })
+    expect(b.merged).toBe(true)
+  })
+
+  it('select() itself changes no write: the plan carries the merged update, applying it puts it in place', () => {
+    const a = set(1, { v: 1 })
+    const b = set(1, { w: 2 })
+    const t = new FakeTargets()
+    const s = select({ items: [a, b], head: 0 }, t, LIMITS, AT, false)
+    expect(s.coalesced).toEqual([b])
+    expect(s.into).toEqual([a])
+    expect((s.updates?.[0] as { $set?: unknown }).$set).toEqual({ v: 1, w: 2 })
+    expect(sets(a)).toEqual({ v: 1 })
+    expect(b.merged).toBe(false)
+    expect(t.held.size).toBe(0)
+    coalesceChosen(s)
     expect(sets(a)).toEqual({ v: 1, w: 2 })
     expect(b.merged).toBe(true)
   })
@@ -237,7 +258,7 @@ describe('select(): limits', () => {
   it('the fast path skips writes that left (settled, past their deadline): the batch holds the live ones, in order, counted alone', () => {
     const ops = [insert(), insert(), insert(), insert(), insert(), insert()]
     ;(ops[1] as WriteOp).settle() // aborted while queued: still in the list, skipped by state
-    ;(ops[3] as WriteOp).deadline = NOW
+    ;(ops[3] as WriteOp).timeOutAt(NOW)
     const s = selectFresh({ items: ops, head: 0 }, { ...LIMITS, maxCount: 3 }, NOW)
     expect(s.batch).toEqual([ops[0], ops[2], ops[4]])
     expect(s.batch).toHaveLength(3)
@@ -249,9 +270,9 @@ describe('select(): limits', () => {
 describe('select(): lingering writes', () => {
   it('a lingering write is kept until its linger ends, with the later writes of its target; its end is reported', () => {
     const l = set(1, { v: 1 })
-    l.lingerUntil = NOW + 50
+    l.linger(NOW + 50)
     const m = set(2, { v: 1 })
-    m.lingerUntil = NOW + 20
+    m.linger(NOW + 20)
     const later = set(1, { v: 2 })
     const other = set(3, { v: 3 })
     const s = pick([l, m, later, other])
@@ -263,7 +284,7 @@ describe('select(): lingering writes', () => {
 
   it('goes when flushing, or once its linger ended (then listed in lingerOver: no later write joins it)', () => {
     const l = set(1, { v: 1 })
-    l.lingerUntil = NOW + 50
+    l.linger(NOW + 50)
     expect(pick([l], undefined, {}, FLUSHING)).toMatchObject({ batch: [l], lingerOver: [l], lingerEnd: 0 })
     expect(pick([l], undefined, {}, { now: NOW + 50, flushing: false })).toMatchObject({ batch: [l], lingerOver: [l] })
   })
@@ -284,7 +305,7 @@ describe('select(): ordered queues', () => {
   it('stops at a lingering write (nothing overtakes it)', () => {
     const a = set(1, { v: 1 })
     const l = set(2, { v: 1 })
-    l.lingerUntil = NOW + 10
+    l.linger(NOW + 10)
     const b = set(3, { v: 1 })
     const s = pick([a, l, b], undefined, {}, AT, true)
     expect(s.batch).toEqual([a])
@@ -296,19 +317,19 @@ describe('select(): ordered queues', () => {
 describe('select(): writes that left', () => {
   it('past their deadline: listed in expired, not chosen, and they do not count against the limits', () => {
     const gone = set(1, { v: 1 })
-    gone.deadline = NOW
+    gone.timeOutAt(NOW)
     const a = set(2, { v: 1 })
     const s = pick([gone, a], undefined, { maxCount: 1 })
     expect(s.expired).toEqual([gone])
     expect(s.batch).toEqual([a])
     const fresh = insert()
-    fresh.deadline = NOW - 1
+    fresh.timeOutAt(NOW - 1)
     expect(selectFresh({ items: [fresh], head: 0 }, LIMITS, NOW)).toMatchObject({ batch: null, expired: [fresh], stop: 1 })
   })
 
   it('a head of parked writes past its deadline: the later writes of its target wait for those parked writes', () => {
     const head = set(1, { v: 'A' })
-    head.deadline = NOW
+    head.timeOutAt(NOW)
     const parked = set(1, { v: 'B' })
     const later = set(1, { v: 'C' })
     const t = new FakeTargets().park(parked)
