@@ -3,7 +3,8 @@
  * `perf`), the real one by default. Deadlines, fences, lingers, backoffs, the bus heartbeat and
  * the latency summaries read it, so each of their rules can be tested with a fake clock that
  * moves only when the test says (test/unit/fake-clock.ts) instead of by waiting. Nothing else in
- * src/ reads the time or sets a timer, except the Fastify plugin's own close timeout.
+ * src/ reads the time or sets a timer, except the Fastify plugin's start-up ping and close timeouts
+ * (plugin.ts, mongo/connect.ts), which belong to the app's life, not to a write's.
  */
 export interface Clock {
   /** Milliseconds since an arbitrary start, never going back (not a date). */
@@ -18,12 +19,12 @@ export interface Clock {
 export interface ClockTimer { unref: () => unknown }
 
 /**
- * The real time: `Date.now()` and Node's timers. (Not yet `performance.now()`, which a wall-clock
- * step cannot move: every time the buffer compares must come from one clock, and a value from
- * the other would mix two origins.)
+ * The real time: `performance.now()` (monotonic and sub-millisecond: a wall-clock step, NTP or a
+ * VM resumed moves no deadline, and a round trip of a fraction of a millisecond is measured as
+ * one) and Node's timers.
  */
 export const realClock: Clock = {
-  now: () => Date.now(),
+  now: () => performance.now(),
   setTimeout: (task, ms) => setTimeout(task, ms),
   clearTimeout: timer => { clearTimeout(timer as NodeJS.Timeout) },
 }

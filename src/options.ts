@@ -136,7 +136,7 @@ export interface WriteBufferOptions {
   /**
    * The time the buffer reads (`now()`, a monotonic millisecond count) and its timers. For tests
    * that drive deadlines, fences and lingers with a fake clock. Default: the real one
-   * (`realClock`: Node's time and timers).
+   * (`performance.now()` and Node's timers).
    */
   clock?: Clock
 }

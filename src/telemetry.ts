@@ -18,8 +18,8 @@ export interface BatchMessage {
 
 export const batchChannel = diagnostics.channel(BATCH_CHANNEL)
 
-export function publishBatch (collection: string, ops: number, started: number, error: unknown): void {
-  const message: BatchMessage = { collection, ops, durationMs: performance.now() - started }
+export function publishBatch (collection: string, ops: number, durationMs: number, error: unknown): void {
+  const message: BatchMessage = { collection, ops, durationMs }
   if (error !== undefined) message.error = error
   batchChannel.publish(message)
 }

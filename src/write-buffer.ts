@@ -135,7 +135,7 @@ export class WriteBuffer {
     sender.onOverload = now => { this.#dispatcher.overloaded(now) }
     if (cache !== undefined) this.#retries.onFence = (batch, started) => { cache.fenced(batch.queue.name, batch.ops, started) }
     this.#dispatcher = new Dispatcher(
-      { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, adaptiveInFlight: o.adaptiveInFlight, lingerMs: o.lingerMs },
+      { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, adaptiveInFlight: o.adaptiveInFlight, lingerMs: o.lingerMs, clock: o.clock },
       {
         send: batch => { sender.send(batch) },
         timedOut,
@@ -167,7 +167,7 @@ export class WriteBuffer {
     validateCollectionName(name)
     const ordered = options?.ordered ?? false
     if (typeof ordered !== 'boolean') throw new InvalidOptionError(`ordered must be a boolean, got ${String(ordered)}`)
-    const queue = new CollectionQueue(name, this.db.collection(name), ordered, this.#options.coalesce, this.#options.maxBatchBytes, this.#dispatcher)
+    const queue = new CollectionQueue(name, this.db.collection(name), ordered, this.#options.coalesce, this.#options.maxBatchBytes, this.#dispatcher, this.#options.clock)
     this.#dispatcher.add(queue)
     const handle = new BufferedCollection(queue.collection, ordered, this.#port, queue, this.cache, this.db.options?.pkFactory)
     this.#handles.set(name, handle)
@@ -283,7 +283,10 @@ export class WriteBuffer {
     const timeoutMs = this.#deadlines.start(op, options?.timeoutMs)
     const linger = options?.lingerMs
     // only an updateOne can take later writes of its target in: lingering is for those
-    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) op.linger(lingerEndFor(op.deadline, this.#options.clock.now() + linger))
+    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) {
+      const now = this.#options.clock.now()
+      op.linger(lingerEndFor(now, op.deadline, now + linger))
+    }
     const signal = options?.signal
     // a write with a deadline, while the buffer is backlogged: one that would expire queued is told now (drain-rate.ts)
     if (timeoutMs > 0 && this.#drainRate.measured && this.#shed(queue, op, timeoutMs)) return
@@ -305,7 +308,7 @@ export class WriteBuffer {
    */
   #shed (queue: CollectionQueue, op: WriteOp, timeoutMs: number): boolean {
     const ahead = queue.size + this.#admission.waiting
-    if (!this.#drainRate.refuses(timeoutMs, ahead, performance.now())) return false
+    if (!this.#drainRate.refuses(timeoutMs, ahead, this.#options.clock.now())) return false
     this.#shedOps++
     this.#settler.reject(op, new WriteBufferError(ErrorCodes.SHED,
       `write shed: the ${ahead} writes ahead of it would outlast its ${timeoutMs} ms deadline at the rate the buffer drains now`, 'not-sent', 0))

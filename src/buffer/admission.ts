@@ -1,6 +1,7 @@
+import type { Clock } from '../clock.js'
 import { WAITING, type WriteOp } from '../write/write-op.js'
 
-export interface AdmissionLimits { maxPending: number, maxPendingBytes: number, onFullReject: boolean }
+export interface AdmissionLimits { maxPending: number, maxPendingBytes: number, onFullReject: boolean, clock: Clock }
 
 /**
  * Room in the buffer: `maxPending` writes and `maxPendingBytes` bytes queued, in flight or
@@ -81,7 +82,7 @@ export class Admission {
       // past its deadline: never let in (it would be sent late, or join a lingering write and
       // travel with it while told it timed out); the deadline sweep rejects it where it waits,
       // and those behind it follow then, in order
-      if (op.state === WAITING && op.deadline > 0 && op.deadline <= (now ||= Date.now())) break
+      if (op.state === WAITING && op.deadline > 0 && op.deadline <= (now ||= this.limits.clock.now())) break
       this.#waitHead++
       if (op.state === WAITING) {
         this.#waiting--

@@ -30,7 +30,7 @@ export interface TakeMoment { now: number, flushing: boolean }
 export class Batch<Q = unknown> {
   /** when a retry is scheduled: the backoff timer */
   retryTimer: ClockTimer | null = null
-  /** performance.now() since when its oldest write (about) waited in the queue */
+  /** clock time since when its oldest write (about) waited in the queue */
   queuedAt = 0
   /** set by send(): the span of the failed attempt this send repeats, if traced */
   retryOf: TraceLink | undefined = undefined

@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js'
 import type { Collection } from 'mongodb'
 import { IN_FLIGHT, QUEUED, type WriteOp } from '../write/write-op.js'
 import { Batch, type BatchLimits, type TakeMoment } from './batch.js'
@@ -57,7 +58,7 @@ export class CollectionQueue {
    * it holds at most maxInFlight batches, and a Set grew and shrank its table as each came and went.
    */
   #freshOut: Batch<CollectionQueue>[] | null = null
-  /** performance.now() when the queue last became non-empty: the queue wait of a batch's oldest write */
+  /** clock time when the queue last became non-empty: the queue wait of a batch's oldest write */
   #nonEmptySince = 0
   /** lingering writes: later writes of their target join them as they are pushed (see push) */
   readonly #lingering: Lingering
@@ -72,9 +73,10 @@ export class CollectionQueue {
     /** coalesce writes into a lingering one as they are pushed, up to `maxBytes` together */
     readonly coalesce: boolean,
     maxBytes: number,
-    readonly listener: QueueListener
+    readonly listener: QueueListener,
+    readonly clock: Clock
   ) {
-    this.#lingering = new Lingering(maxBytes)
+    this.#lingering = new Lingering(maxBytes, clock)
   }
 
   get size (): number { return this.#size }
@@ -85,7 +87,7 @@ export class CollectionQueue {
   get inFlight (): number { return this.#inFlight }
   /** writes coalesced into an earlier one (stats) */
   get coalesced (): number { return this.#coalesced }
-  /** Date.now() when the earliest linger of a write left queued ends; 0 = none */
+  /** clock time when the earliest linger of a write left queued ends; 0 = none */
   get lingerEnd (): number { return this.#lingering.end }
   /** only fresh inserts queued, unordered: none parked, kept or held, so a take can hold all `size` */
   get allFresh (): boolean { return this.#freshOnly && !this.ordered }
@@ -96,7 +98,7 @@ export class CollectionQueue {
       this.listener.queued(this)
       return
     }
-    if (this.#size === 0) this.#nonEmptySince = performance.now()
+    if (this.#size === 0) this.#nonEmptySince = this.clock.now()
     this.#count(op)
     this.#list.push(op)
     this.listener.queued(this)
@@ -183,7 +185,7 @@ export class CollectionQueue {
     const out = new Batch(this, batch, fresh)
     // the queue wait starts over for what stays queued
     out.queuedAt = this.#nonEmptySince
-    if (this.#size > 0) this.#nonEmptySince = performance.now()
+    if (this.#size > 0) this.#nonEmptySince = this.clock.now()
     if (fresh) (this.#freshOut ??= []).push(out)
     return out
   }
@@ -280,7 +282,7 @@ export class CollectionQueue {
     if (ops.length === 0) return
     if (counted) this.#freshOnly = false
     else {
-      if (this.#size === 0) this.#nonEmptySince = performance.now()
+      if (this.#size === 0) this.#nonEmptySince = this.clock.now()
       for (const op of ops) this.#count(op)
     }
     this.#list.putFirst(ops)

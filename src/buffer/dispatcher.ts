@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js'
 import { AsyncResource } from 'node:async_hooks'
 import type { WriteOp } from '../write/write-op.js'
 import type { Batch, BatchLimits, TakeMoment } from './batch.js'
@@ -15,6 +16,7 @@ export interface DispatchOptions extends BatchLimits {
   adaptiveInFlight?: boolean
   /** longest a write may wait for company; 0 = adaptive (group commit) */
   lingerMs: number
+  clock: Clock
 }
 
 export interface DispatchHooks {
@@ -104,7 +106,7 @@ export class Dispatcher implements QueueListener {
   #due = false
   /** flushAll() was called (flush, close, a cache read): due, lingering writes included, until nothing is queued */
   #kicked = false
-  /** Date.now() when the policy's linger (lingerMs) ends; 0 = none */
+  /** clock time when the policy's linger (lingerMs) ends; 0 = none */
   #lingerMsAt = 0
   /** what a take may hold: one batch, one command */
   readonly #bounds: OneCommand
@@ -118,13 +120,14 @@ export class Dispatcher implements QueueListener {
   readonly #next = new PumpSchedule(() => { this.#safePump() })
 
   /** the one wake-up timer (bound likewise): at the earliest of the policy's linger and a per-write linger end */
-  readonly #wake = new WakeTimer(AsyncResource.bind((): void => {
-    this.#lingerMsAt = 0
-    this.#due = true
-    this.#next.soon()
-  }))
+  readonly #wake: WakeTimer
 
   constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
+    this.#wake = new WakeTimer(AsyncResource.bind((): void => {
+      this.#lingerMsAt = 0
+      this.#due = true
+      this.#next.soon()
+    }), options.clock)
     this.#bounds = new OneCommand(options, hooks.serverMaxCount, hooks.commandMaxBytes)
     this.#limit = new InFlightLimit(options.maxInFlight, options.adaptiveInFlight === true)
     this.#policy = options.lingerMs === 0 ? this.#groupCommit() : this.#lingerFor(options.lingerMs)
@@ -134,7 +137,7 @@ export class Dispatcher implements QueueListener {
   /** bulkWrites that may be on the wire now (stats) */
   get inFlightLimit (): number { return this.#limit.value }
 
-  /** A batch of `writes` was acknowledged `ms` after it was sent (`now`: performance.now()), before it returns. */
+  /** A batch of `writes` was acknowledged `ms` after it was sent (`now`: clock time), before it returns. */
   roundTrip (ms: number, writes: number, now: number): void { this.#limit.sample(ms, writes, this.#inFlight, now) }
 
   /** The server answered a batch that it is overloaded (before the batch returns). */
@@ -213,7 +216,7 @@ export class Dispatcher implements QueueListener {
       queued: () => {
         // (due: a pump is already scheduled, and it takes this write too)
         if (this.#due || this.#lingerMsAt !== 0) return
-        this.#lingerMsAt = Date.now() + lingerMs
+        this.#lingerMsAt = this.options.clock.now() + lingerMs
         this.#wake.by(this.#lingerMsAt)
       },
       returned: () => {
@@ -260,7 +263,7 @@ export class Dispatcher implements QueueListener {
     const expired = this.#expired
     const flushing = this.#flushing()
     const at = this.#at
-    at.now = Date.now()
+    at.now = this.options.clock.now()
     at.flushing = flushing
     // due is consumed here: a batch returning meanwhile (or a backoff ending) sets it anew
     const due = this.#due || flushing

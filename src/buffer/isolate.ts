@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js'
 import type { AnyBulkWriteOperation } from 'mongodb'
 import type { SentAnswer } from '../mongo/write-command.js'
 import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../errors.js'
@@ -84,9 +85,10 @@ export interface IsolationContext {
   /**
    * isolating a batch whose connection closed twice (Sender#isolateClosed): a part whose
    * connection closes too is split further like a refused part (outcome unknown), and
-   * `closedAt` keeps when the last one closed (Date.now(); 0: none)
+   * `closedAt` keeps when the last one closed (clock time; 0: none)
    */
   closed?: { at: number }
+  clock: Clock
 }
 
 /**
@@ -249,7 +251,7 @@ async function sendOnce (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
       return { kind: 'failed', err: refusal }
     }
     if (ctx.closed !== undefined && closedConnection(err)) {
-      ctx.closed.at = Date.now()
+      ctx.closed.at = ctx.clock.now()
       return { kind: 'refused', refusal: err, failure: unprovenFailure(err) }
     }
     if (hasWriteErrors(err)) {

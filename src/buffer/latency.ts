@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js'
 import { createHistogram, type RecordableHistogram } from 'node:perf_hooks'
 
 export interface LatencySummary {
@@ -19,10 +20,12 @@ const EMPTY: LatencySummary = Object.freeze({ count: 0, p50: 0, p90: 0, p99: 0, 
 export class Latency {
   #current: RecordableHistogram = createHistogram()
   #previous: RecordableHistogram = createHistogram()
-  #windowStart = performance.now()
+  #windowStart: number
 
-  /** `now`: performance.now(), when the caller has just read it (one clock read per batch less) */
-  record (ms: number, now = performance.now()): void {
+  constructor (readonly clock: Clock) { this.#windowStart = clock.now() }
+
+  /** `now`: the clock's time, which the caller has just read (one clock read per batch less) */
+  record (ms: number, now: number): void {
     const elapsed = now - this.#windowStart
     if (elapsed >= WINDOW_MS) {
       // the current window becomes the previous one, unless it is already too old to show
@@ -36,7 +39,7 @@ export class Latency {
   summary (): LatencySummary {
     const h = createHistogram()
     // what was recorded in the last one to two window lengths, without rotating
-    const elapsed = performance.now() - this.#windowStart
+    const elapsed = this.clock.now() - this.#windowStart
     if (elapsed < WINDOW_MS) h.add(this.#previous)
     if (elapsed < 2 * WINDOW_MS) h.add(this.#current)
     if (h.count === 0) return EMPTY

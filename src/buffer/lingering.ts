@@ -1,3 +1,4 @@
+import type { Clock } from '../clock.js'
 import { mayCoalesce, tryCoalesce } from '../write/coalesce.js'
 import { lingerEndFor, QUEUED, type WriteOp } from '../write/write-op.js'
 
@@ -9,11 +10,11 @@ import { lingerEndFor, QUEUED, type WriteOp } from '../write/write-op.js'
 export class Lingering {
   /** Target → the lingering write later writes of that target join. */
   #leaders: Map<string, WriteOp> | null = null // made when a write first lingers
-  /** Date.now() when the earliest linger left queued ends; 0 = none */
+  /** clock time when the earliest linger left queued ends; 0 = none */
   end = 0
 
   /** `maxBytes`: a batch's byte budget, which one write and those joining it never pass together */
-  constructor (readonly maxBytes: number) {}
+  constructor (readonly maxBytes: number, readonly clock: Clock) {}
 
   get empty (): boolean { return (this.#leaders?.size ?? 0) === 0 }
 
@@ -28,13 +29,13 @@ export class Lingering {
     const target = op.target
     const leader = this.#leaders?.get(target)
     if (leader !== undefined) {
-      if (coalesce && joinable(op.deadline, leader.deadline) && mayCoalesce(leader, op, this.maxBytes - leader.bytes - leader.carried) &&
+      if (coalesce && joinable(op.deadline, leader.deadline, this.clock) && mayCoalesce(leader, op, this.maxBytes - leader.bytes - leader.carried) &&
         tryCoalesce(leader, op)) {
         return true
       }
       if (op.deadline > 0 && leader.state === QUEUED && (leader.deadline === 0 || op.deadline < leader.deadline)) {
         // it waits behind its leader: the leader goes in time for it, and takes it along then (select.ts)
-        const end = lingerEndFor(op.deadline, leader.lingerUntil)
+        const end = lingerEndFor(this.clock.now(), op.deadline, leader.lingerUntil)
         if (end < leader.lingerUntil) {
           leader.linger(end)
           this.noteEnd(end)
@@ -70,7 +71,7 @@ export class Lingering {
  * comes first stays behind and brings the leader's send forward instead; a deadline joining
  * none, or none joining one, would be lost or cut short.
  */
-export function joinable (own: number, leader: number): boolean {
+export function joinable (own: number, leader: number, clock: Clock): boolean {
   if (own === 0 || leader === 0) return own === leader
-  return own >= leader && own - leader <= leader - Date.now()
+  return own >= leader && own - leader <= leader - clock.now()
 }

@@ -64,7 +64,7 @@ export interface Selection {
   lingerOver: WriteOp[] | null
   /** the walk stopped before `items[stop]`: the list resumes at `stop - kept.length` */
   stop: number
-  /** Date.now() when the earliest linger among the kept writes ends; 0 = none */
+  /** clock time when the earliest linger among the kept writes ends; 0 = none */
   lingerEnd: number
 }
 

@@ -39,16 +39,16 @@ export class Sender {
   /** how a batch travels */
   readonly #wire: Wire
   /** how long a batch's oldest write waited in its queue */
-  readonly queueWait = new Latency()
+  readonly queueWait: Latency
   /** bulkWrite sent → answered */
-  readonly roundTrip = new Latency()
+  readonly roundTrip: Latency
   /** told the writes the server acknowledged, once per batch, before their callers are resolved (the cache bus publishes them); `upsertedIdOf(i)`: the i-th's upserted _id */
   onAcknowledged: ((name: string, ops: readonly WriteOp[], upsertedIdOf: (index: number) => unknown) => void) | undefined
   /** batches refused as a whole command and split to isolate the writes to blame (stats) */
   isolated = 0
   /** batches the server refused or interrupted because it is overloaded (stats) */
   overloaded = 0
-  /** told each acknowledged batch's round trip (ms, `now`: performance.now()), before its writes settle (the in-flight limit, the drain rate) */
+  /** told each acknowledged batch's round trip (ms, `now`: clock time), before its writes settle (the in-flight limit, the drain rate) */
   onRoundTrip: ((batch: Batch<CollectionQueue>, ms: number, now: number) => void) | undefined
   /** told each batch the server answered it is overloaded (462, 463, 473, SystemOverloadedError), before the batch returns */
   onOverload: ((now: number) => void) | undefined
@@ -67,6 +67,8 @@ export class Sender {
     commands: WriteCommand | undefined
   ) {
     this.#wire = new Wire(options, driverRetries, identity, tracing, commands)
+    this.queueWait = new Latency(options.clock)
+    this.roundTrip = new Latency(options.clock)
   }
 
   /** The most bytes a batch may hold now, where only write commands may go (wire.ts); undefined: no bound of the Wire's. */
@@ -85,7 +87,7 @@ export class Sender {
       this.#notSent(batch, bug)
       return
     }
-    const started = performance.now()
+    const started = this.options.clock.now()
     this.queueWait.record(started - batch.queuedAt, started)
     const span = this.tracing.start(queue.name, batch.size, batch.linked ? batch.links() : NO_LINKS, batch.retryOf, batch.attempt)
     // the answer is handled a microtask after the driver's promise settles, either way; one
@@ -130,12 +132,12 @@ export class Sender {
     this.#return(batch)
   }
 
-  /** Once per attempt, when the driver answered: its round trip, span and telemetry. Returns when (performance.now()). */
+  /** Once per attempt, when the driver answered: its round trip, span and telemetry. Returns when (clock time). */
   #answered (batch: Batch<CollectionQueue>, started: number, span: BatchSpan | undefined, err: unknown): number {
-    const now = performance.now()
+    const now = this.options.clock.now()
     this.roundTrip.record(now - started, now)
     this.tracing.end(span, err)
-    if (batchChannel.hasSubscribers) publishBatch(batch.queue.name, batch.size, started, err)
+    if (batchChannel.hasSubscribers) publishBatch(batch.queue.name, batch.size, now - started, err)
     return now
   }
 
@@ -252,7 +254,7 @@ export class Sender {
     const send = (ops: readonly WriteOp[], models: AnyBulkWriteOperation[]): Promise<SentAnswer> => this.#wire.sendPart(queue, route, ops, models)
     const confirm = (ids: unknown[]): Promise<Set<string> | null> => confirmInserted(queue.collection, ids)
     const classify = (r: unknown): Promise<Failure> => this.#classifyRefusal(r, route)
-    await isolate(live, refusal, failure, { send, classify, confirm, stopped: () => this.#final, ordered: queue.ordered, collection: queue.name, reportsStatements: await this.identity.reportsStatements(), closed }, out)
+    await isolate(live, refusal, failure, { send, classify, confirm, stopped: () => this.#final, ordered: queue.ordered, collection: queue.name, reportsStatements: await this.identity.reportsStatements(), closed, clock: this.options.clock }, out)
     // a part whose connection closed may still be running on the server: its targets are fenced
     // from the last close, the writes to send again included (they wait out the fence as a
     // retry does). Held in the same turn as the batch is returned, so no pump runs in between.

@@ -53,9 +53,8 @@ function illegal (op: WriteOp, to: string): never {
  * The end of a linger that must leave a write with a deadline time to be sent: at most half
  * the time it has left (a linger that ran into the deadline would only time the write out).
  */
-export function lingerEndFor (deadline: number, wanted: number): number {
+export function lingerEndFor (now: number, deadline: number, wanted: number): number {
   if (deadline <= 0) return wanted
-  const now = Date.now()
   return Math.min(wanted, now + (deadline - now) / 2)
 }
 
@@ -117,7 +116,7 @@ export class WriteOp {
   #closedBefore = false
   /** the flush() epoch it belongs to (see FlushTracker) */
   #epoch = 0
-  /** Date.now() past which it is rejected with WRITE_BUFFER_TIMEOUT if not yet sent; 0 = none */
+  /** clock time past which it is rejected with WRITE_BUFFER_TIMEOUT if not yet sent; 0 = none */
   #deadline = 0
   /** later writes of the same target coalesced into this one; settled with it */
   #coalesced: WriteOp[] | null = null
@@ -135,7 +134,7 @@ export class WriteOp {
   #uniqueFilter = false
   /** nobody awaits it: its failure goes to onWriteError (see Settler) */
   #detached = false
-  /** Date.now() until which it waits for later same-target writes to coalesce into it; 0 = none */
+  /** clock time until which it waits for later same-target writes to coalesce into it; 0 = none */
   #lingerUntil = 0
   /** the span active when it was queued, while tracing records spans */
   #traceLink: TraceLink | undefined = undefined
@@ -201,10 +200,10 @@ export class WriteOp {
   /** It belongs to the flush() epoch `epoch` (FlushTracker). */
   joinEpoch (epoch: number): void { this.#epoch = epoch }
 
-  /** It times out at Date.now() `at` if not yet sent. */
+  /** It times out at clock time `at` if not yet sent. */
   timeOutAt (at: number): void { this.#deadline = at }
 
-  /** It lingers until Date.now() `until` (first set at submit; brought forward by a later write whose deadline comes first). */
+  /** It lingers until clock time `until` (first set at submit; brought forward by a later write whose deadline comes first). */
   linger (until: number): void { this.#lingerUntil = until }
 
   /** Its caller declared that its filter matches at most one document. */

@@ -5,6 +5,7 @@ import {
   type UpdateOptions, type UpdateResult, type WriteBufferOptions, type WriteOptions,
 } from '../../src/index.js'
 import { apply, FakeDb, track, type Settled, type Topology } from './fake-db.js'
+import { FakeClock } from './fake-clock.js'
 
 /**
  * The buffer's handle with plain `Document` arguments and `unknown` ids: what these tests
@@ -44,10 +45,10 @@ export const HEAVY = { timeout: 60_000 }
 
 const open: Harness[] = []
 
-/** A WriteBuffer on a fresh fake db; closed after the test whatever happened. */
+/** A WriteBuffer on a fresh fake db (on the fake clock after useFakeClock()); closed after the test whatever happened. */
 export function harness (options?: WriteBufferOptions, topology?: Topology): Harness {
   const fake = new FakeDb(topology)
-  const wb = new WriteBuffer(fake.db, options)
+  const wb = new WriteBuffer(fake.db, fakeClock === undefined || options?.clock !== undefined ? options : { ...options, clock: fakeClock })
   const h = { fake, wb, c: loose(wb.collection('c')) }
   open.push(h)
   return h
@@ -55,6 +56,7 @@ export function harness (options?: WriteBufferOptions, topology?: Topology): Har
 
 afterEach(async () => {
   vi.useRealTimers()
+  fakeClock = undefined
   for (const { fake, wb } of open.splice(0)) {
     // a failed test may leave calls held: answer them so close() can drain
     fake.fallback = apply
@@ -70,21 +72,31 @@ export function overlapping (a: { startedAt: number, answeredAt: number }, b: { 
   return a.startedAt < bEnd && b.startedAt < aEnd
 }
 
+let fakeClock: FakeClock | undefined
+
 /**
- * The buffer's timers (setTimeout, Date) on a fake clock, for tests whose writes wait out a
- * backoff (or a fence after an unknown outcome) that real time would make slow. setImmediate
- * and microtasks stay real, so sending works unchanged. Restored after each test.
+ * A fake clock for the buffers harness() makes from now on (their `clock` option: every
+ * deadline, linger, backoff and fence of theirs reads it), for tests whose writes wait out a
+ * backoff (or a fence after an unknown outcome) that real time would make slow; the test's own
+ * timers (the fake db's held answers) move with it on vitest's fake timers. setImmediate and
+ * microtasks stay real, so sending works unchanged. Restored after each test.
  */
-export function useFakeClock (): void {
+export function useFakeClock (): FakeClock {
   vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
+  fakeClock = new FakeClock(Date.now())
+  return fakeClock
+}
+
+/** Moves the fake clock (and the test's fake timers) `ms` on, then lets one event-loop turn run. */
+export async function advance (ms: number): Promise<void> {
+  fakeClock?.advance(ms)
+  await vi.advanceTimersByTimeAsync(ms)
+  await new Promise<void>(resolve => setImmediate(resolve))
 }
 
 /** Moves the fake clock on, 50 ms per event-loop turn, until `p` settles (up to 10 fake minutes). */
 export async function fastForward<T> (p: Promise<T>): Promise<Settled<T>> {
   const t = track(p)
-  for (let i = 0; i < 12_000 && !t.done; i++) {
-    await vi.advanceTimersByTimeAsync(50)
-    await new Promise<void>(resolve => setImmediate(resolve))
-  }
+  for (let i = 0; i < 12_000 && !t.done; i++) await advance(50)
   return t.promise
 }

@@ -3,8 +3,9 @@ import { describe, expect, it, vi } from 'vitest'
 import type { Db } from 'mongodb'
 import { WriteBuffer, type WriteBufferOptions } from '../../src/index.js'
 import { apply, hold, pause, track } from './fake-db.js'
-import { fastForward, harness, useFakeClock } from './harness.js'
+import { advance, fastForward, harness, useFakeClock } from './harness.js'
 import { joinable } from '../../src/buffer/lingering.js'
+import { FakeClock } from './fake-clock.js'
 
 /** Every bulkWrite is recorded (models as sent) and answered by `answer` (default: ok). */
 function fakeDb (answer: (n: number) => unknown = () => ({ upsertedIds: {} })) {
@@ -263,8 +264,7 @@ describe('lingering writes with deadlines still merge', () => {
       const writes: Array<Promise<unknown>> = []
       for (let i = 0; i < 60; i++) {
         writes.push(c.updateOne({ _id: 1 }, { $inc: { n: 1 } }, { upsert: true, lingerMs: 300 }))
-        await vi.advanceTimersByTimeAsync(2)
-        await new Promise<void>(resolve => setImmediate(resolve)) // the turn in which the buffer sends
+        await advance(2) // and the turn in which the buffer sends
       }
       expect((await fastForward(Promise.all(writes))).status).toBe('fulfilled')
       await wb.flush()
@@ -280,12 +280,13 @@ describe('lingering writes with deadlines still merge', () => {
 
 describe('joinable: whose deadline a lingering write can carry', () => {
   it('none with none; a later deadline by no more than the leader has left; never none with one, nor an earlier one', () => {
-    const now = Date.now()
-    expect(joinable(0, 0)).toBe(true)
-    expect(joinable(now + 10_050, now + 10_000)).toBe(true) // writeTimeoutMs: 50 ms later
-    expect(joinable(now + 60_000, now + 100)).toBe(false) // it would time out 59.9 s early with the leader
-    expect(joinable(now + 100, now + 10_000)).toBe(false) // its deadline first: it stays behind
-    expect(joinable(0, now + 100)).toBe(false)
-    expect(joinable(now + 100, 0)).toBe(false)
+    const clock = new FakeClock()
+    const now = clock.now()
+    expect(joinable(0, 0, clock)).toBe(true)
+    expect(joinable(now + 10_050, now + 10_000, clock)).toBe(true) // writeTimeoutMs: 50 ms later
+    expect(joinable(now + 60_000, now + 100, clock)).toBe(false) // it would time out 59.9 s early with the leader
+    expect(joinable(now + 100, now + 10_000, clock)).toBe(false) // its deadline first: it stays behind
+    expect(joinable(0, now + 100, clock)).toBe(false)
+    expect(joinable(now + 100, 0, clock)).toBe(false)
   })
 })

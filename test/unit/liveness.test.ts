@@ -11,7 +11,7 @@ describe('ServerLiveness', () => {
       limits.push(timeoutMs)
       if (++pings === 1) await new Promise(() => {}) // stuck for good
     }, 10, 50)
-    const since = Date.now()
+    const since = liveness.clock.now()
     const answeredAt = await liveness.replyAfter(since)
     expect(answeredAt).toBeGreaterThanOrEqual(since)
     expect(pings).toBe(2)
@@ -20,7 +20,7 @@ describe('ServerLiveness', () => {
 
   it('a ping answered in time proves it at once', async () => {
     const liveness = new ServerLiveness(async () => {}, 10, 5_000)
-    const since = Date.now()
+    const since = liveness.clock.now()
     await expect(liveness.replyAfter(since)).resolves.toBeGreaterThanOrEqual(since)
   })
 })

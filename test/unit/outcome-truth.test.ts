@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { BSON, type Document, type ObjectId } from 'mongodb'
 import { ErrorCodes, InvalidWriteError } from '../../src/index.js'
 import { apply, bulkWriteError, commandError, hold, networkError, settle, type BulkCall, type Responder } from './fake-db.js'
-import { fastForward, harness, loose, useFakeClock } from './harness.js'
+import { advance, fastForward, harness, loose, useFakeClock } from './harness.js'
 
 const NUL = String.fromCharCode(0)
 const FAST = { retry: { baseDelayMs: 1 }, maxTimeMS: 200 }
@@ -372,9 +372,7 @@ describe('the fence survives a paused server', () => {
 })
 
 async function fastForwardStep (ms: number): Promise<void> {
-  const { vi } = await import('vitest')
-  await vi.advanceTimersByTimeAsync(ms)
-  await new Promise<void>(resolve => setImmediate(resolve))
+  await advance(ms)
 }
 
 describe('a retry waiting for the proof still meets its deadline', () => {

@@ -1,4 +1,4 @@
-import { describe, expect, it, vi } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { apply, hold, pause } from './fake-db.js'
 import { harness, useFakeClock } from './harness.js'
 import type { BatchLimits, TakeMoment } from '../../src/buffer/batch.js'
@@ -341,7 +341,7 @@ describe('select(): writes that left', () => {
   })
 
   it('end to end: a write released from parking that expires in a take lets the writes parked behind it go before a later one', async () => {
-    useFakeClock()
+    const clock = useFakeClock()
     const turn = async (n = 1): Promise<void> => { for (let i = 0; i < n; i++) await new Promise<void>(resolve => setImmediate(resolve)) }
     const { fake, c } = harness({ coalesce: false, maxBatchSize: 2, maxInFlight: 4 })
     fake.fallback = hold
@@ -354,7 +354,7 @@ describe('select(): writes that left', () => {
     const b = c.updateOne({ _id: 1 }, { $set: { v: 'B' } })
     const full = [c.insertOne({ _id: 2 }), c.insertOne({ _id: 3 })] // a full batch: a take while x is out parks a and b
     await turn()
-    vi.setSystemTime(Date.now() + 2000) // a's deadline is past; the sweep has not run
+    clock.block(2000) // a's deadline is past; the sweep has not run
     fake.fallback = apply
     fake.held[0]?.answer() // x returns: a goes back to the list's head, expires in the next take
     await turn(20)
