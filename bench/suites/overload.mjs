@@ -56,7 +56,7 @@ const doc = m => ({ m, kind: 'click', user: `u${m % 1000}`, at: new Date() })
  * How this build chooses the in-flight limit, found at run time: `{ adaptive, fixed(k), how }`,
  * or `{ adaptive: undefined, fixed(k), how }` when it has no adaptive limit. A candidate is taken
  * when the options resolve, a buffer accepts them, and either its stats() report `inFlightLimit`
- * or the resolved options say 'adaptive'. FWB_BENCH_ADAPTIVE_OPTIONS (JSON) names the options
+ * or the resolved options say 'adaptive' (an option not named for the limit: only the latter). FWB_BENCH_ADAPTIVE_OPTIONS (JSON) names the options
  * instead, and FWB_BENCH_FIXED_OPTIONS (JSON, merged under { maxInFlight: k }) the fixed ones.
  */
 export async function inFlightModes (db) {
@@ -74,16 +74,21 @@ export async function inFlightModes (db) {
   if (process.env.FWB_BENCH_ADAPTIVE_OPTIONS) {
     candidates.push({ adaptive: JSON.parse(process.env.FWB_BENCH_ADAPTIVE_OPTIONS), fixed: fixedExtra ?? {}, how: 'FWB_BENCH_ADAPTIVE_OPTIONS' })
   } else {
-    for (const name of names.filter(n => !OPTIONS_BEFORE.has(n))) {
+    // new options named for the limit first; any other new option only if its resolved value says 'adaptive'
+    const named = n => /in.?flight|adapt|concurren/i.test(n)
+    const added = names.filter(n => !OPTIONS_BEFORE.has(n)).sort((a, b) => Number(named(b)) - Number(named(a)))
+    for (const name of added) {
       const d = defaults[name]
+      const before = candidates.length
       if (typeof d === 'string' || d === undefined) candidates.push({ adaptive: { [name]: 'adaptive' }, fixed: { [name]: 'fixed' } })
       if (typeof d === 'boolean' || d === undefined) candidates.push({ adaptive: { [name]: true }, fixed: { [name]: false } })
       if (d !== null && typeof d === 'object') {
         candidates.push({ adaptive: { [name]: { ...d, mode: 'adaptive' } }, fixed: { [name]: { ...d, mode: 'fixed' } } })
         candidates.push({ adaptive: { [name]: 'adaptive' }, fixed: { [name]: 'fixed' } })
       }
+      for (const c of candidates.slice(before)) c.named = named(name)
     }
-    candidates.push({ adaptive: { maxInFlight: 'adaptive' }, fixed: {} })
+    candidates.push({ adaptive: { maxInFlight: 'adaptive' }, fixed: {}, named: true })
   }
   const accepts = options => {
     try {
@@ -99,7 +104,7 @@ export async function inFlightModes (db) {
   for (const c of candidates) {
     const got = accepts(c.adaptive)
     if (got === undefined) continue
-    const says = typeof got.stats.inFlightLimit === 'number' || JSON.stringify(got.resolved ?? {}).includes('adaptive') || c.how !== undefined
+    const says = c.how !== undefined || JSON.stringify(got.resolved ?? {}).includes('adaptive') || (c.named && typeof got.stats.inFlightLimit === 'number')
     if (!says) continue
     const fixedBase = fixedExtra ?? c.fixed
     const fixed = accepts({ ...fixedBase, maxInFlight: 4 }) === undefined ? {} : fixedBase
