@@ -72,7 +72,7 @@ export async function inFlightModes (db) {
   const fixedExtra = process.env.FWB_BENCH_FIXED_OPTIONS ? JSON.parse(process.env.FWB_BENCH_FIXED_OPTIONS) : undefined
   const candidates = []
   if (process.env.FWB_BENCH_ADAPTIVE_OPTIONS) {
-    candidates.push({ adaptive: JSON.parse(process.env.FWB_BENCH_ADAPTIVE_OPTIONS), fixed: fixedExtra ?? {}, how: 'FWB_BENCH_ADAPTIVE_OPTIONS' })
+    candidates.push({ adaptive: JSON.parse(process.env.FWB_BENCH_ADAPTIVE_OPTIONS), fixed: fixedExtra ?? {}, how: `FWB_BENCH_ADAPTIVE_OPTIONS=${process.env.FWB_BENCH_ADAPTIVE_OPTIONS}` })
   } else {
     // new options named for the limit first; any other new option only if its resolved value says 'adaptive'
     const named = n => /in.?flight|adapt|concurren/i.test(n)
