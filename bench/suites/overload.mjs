@@ -177,6 +177,9 @@ async function queueRow ({ uri, proxy, direct, options, key, name, warmS, rowS, 
   const t1 = performance.now()
   const sampled = sampler.stop()
   const px = await proxy.stats()
+  // the buffer's own view: its commands' round trips (which grow with the commands the server
+  // holds) and how long a batch's oldest write waited to be sent, over this row's buffer's life
+  const { roundTripMs, queueWaitMs } = wb.stats()
   run.stop = true
   await Promise.all(callers)
   await wb.close()
@@ -198,6 +201,8 @@ async function queueRow ({ uri, proxy, direct, options, key, name, warmS, rowS, 
     dbCommandsPer1kWrites: per1k(px.commands, acked),
     sentVsAccepted: ratio(px.commands, px.accepted),
     avgBatch: round(px.statements / px.commands, 1),
+    roundTripP50Ms: round(roundTripMs.p50, 2),
+    queueWaitP50Ms: round(queueWaitMs.p50, 2),
     maxQueuedAtServer: px.maxQueued,
     ...sampled,
     outcomes,
@@ -207,7 +212,7 @@ async function queueRow ({ uri, proxy, direct, options, key, name, warmS, rowS, 
     documents: a.documents,
     writes: ledger.entries.length,
   }
-  row.details = `avg batch ${fmt(row.avgBatch)}; at most ${fmt(row.maxQueuedAtServer)} commands at the server, ${fmt(row.maxInFlight)} in flight` +
+  row.details = `avg batch ${fmt(row.avgBatch)}; command round trip p50 ${fmt(row.roundTripP50Ms)} ms, oldest write's wait to be sent p50 ${fmt(row.queueWaitP50Ms)} ms; at most ${fmt(row.maxQueuedAtServer)} commands at the server, ${fmt(row.maxInFlight)} in flight` +
     (row.meanLimit === null ? '' : `; inFlightLimit mean ${fmt(row.meanLimit)}, last ${fmt(row.lastLimit)}`) +
     `; ${outcomeText(outcomes)}; lost ${a.lost}, applied twice ${a.duplicated}`
   return row
@@ -332,15 +337,15 @@ function queueTable (rows, adaptiveHow) {
   const lines = [
     `**(a) queue** (one worker, ${SERVICE_US} µs per write + the server's own time; ${CALLERS} awaited callers over ${COLLECTIONS} collections)`,
     '',
-    '| in-flight limit | goodput (acknowledged/s) | ÷ best fixed | sent ÷ accepted | p50 ms | p99 ms | avg batch | acknowledged / rejected / not-sent / unknown | lost / applied twice |',
-    '|---|--:|--:|--:|--:|--:|--:|---|---|',
+    '| in-flight limit | goodput (acknowledged/s) | ÷ best fixed | sent ÷ accepted | p50 ms | p99 ms | avg batch | command round trip p50 ms | oldest write\'s wait to be sent p50 ms | acknowledged / rejected / not-sent / unknown | lost / applied twice |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|',
   ]
   const best = Math.max(...rows.filter(r => !r.adaptive).map(r => r.rate))
   for (const r of rows) {
     const o = r.outcomes
-    lines.push(`| ${r.label} | ${fmt(r.rate)} | ${fmt(ratio(r.rate, best))} | ${fmt(r.sentVsAccepted)} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.avgBatch)} | ${fmt(o.acknowledged)} / ${fmt(o.rejected)} / ${fmt(o['not-sent'])} / ${fmt(o.unknown)} | ${r.lost} / ${r.duplicated} |`)
+    lines.push(`| ${r.label} | ${fmt(r.rate)} | ${fmt(ratio(r.rate, best))} | ${fmt(r.sentVsAccepted)} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} | ${fmt(r.avgBatch)} | ${fmt(r.roundTripP50Ms)} | ${fmt(r.queueWaitP50Ms)} | ${fmt(o.acknowledged)} / ${fmt(o.rejected)} / ${fmt(o['not-sent'])} / ${fmt(o.unknown)} | ${r.lost} / ${r.duplicated} |`)
   }
-  if (!rows.some(r => r.adaptive)) lines.push(`| ${NOT_AVAILABLE} | | | | | | | | |`)
+  if (!rows.some(r => r.adaptive)) lines.push(`| ${NOT_AVAILABLE} | | | | | | | | | | |`)
   else lines.push('', `Adaptive: ${adaptiveHow}.`)
   return lines.join('\n')
 }
