@@ -172,10 +172,11 @@ function overload (s) {
   const adaptive = queue.find(r => r.adaptive)
   const bucket = s.results.filter(r => r.part === 'bucket')
   const isA = t => t.target.startsWith('Overload (a)')
+  const label = r => r.label.replace('the default before the adaptive limit', 'former default') // the labels' column is 300 px
   const marked = adaptive === undefined ? 'adaptive: not available in this build' : 'dashed line and last bar: adaptive'
   const perLimit = (value, text, unit) => ({
     rows: [
-      ...fixed.map(r => ({ label: r.label, value: r[value], text: text(r), kind: r.limit === 4 ? 'base' : 'other' })),
+      ...fixed.map(r => ({ label: label(r), value: r[value], text: text(r), kind: r.limit === 4 ? 'base' : 'other' })),
       ...(adaptive === undefined ? [] : [{ label: 'adaptive', value: adaptive[value], text: text(adaptive), kind: 'ours' }]),
     ],
     ...(adaptive === undefined ? {} : { targetLine: adaptive[value], targetLineLabel: `adaptive ${n(adaptive[value])} ${unit}` }),
@@ -198,7 +199,7 @@ function overload (s) {
       targetLine: s.bucketRate,
       targetLineLabel: `limit ${n(s.bucketRate)}/s`,
       rows: bucket.map(r => ({
-        label: r.label,
+        label: label(r),
         value: r.rate,
         text: `${n(r.rate)}/s · sent ÷ accepted ${n(r.sentVsAccepted)} · not-sent ${n(r.outcomes['not-sent'])} · full speed ${r.recoveryMs === null ? 'not within the run' : `${n(r.recoveryMs)} ms`} after`,
         kind: r.adaptive ? 'ours' : 'base',
