@@ -23,11 +23,12 @@ import { loadCurveSuite } from './suites/load-curve.mjs'
 import { loginSuite } from './suites/login.mjs'
 import { loginDetachedSuite } from './suites/login-detached.mjs'
 import { overheadSuite } from './suites/overhead.mjs'
+import { overloadSuite } from './suites/overload.mjs'
 import { rawSuite } from './suites/raw.mjs'
 import { cpuAccountSuite } from './suites/cpu-account.mjs'
 import { scaleCacheSuite } from './suites/scale-cache.mjs'
 import { scaleDispatchSuite } from './suites/scale-dispatch.mjs'
-import { evaluateTargets } from './targets.mjs'
+import { evaluateTargets, suiteTargets } from './targets.mjs'
 import { ACTIVE_LTS, nodeBinary } from '../scripts/node-binary.mjs'
 
 const { values: args } = parseArgs({
@@ -66,9 +67,9 @@ const mode = args.quick ? 'quick' : 'full'
 const common = { baselineRef: args.baseline ?? (args.quick ? undefined : 'e27eba6') }
 const settings = args.quick
   // quick: a smoke run (test/bench.test.ts): every suite and row once, windows of 1 s; its numbers are not quoted anywhere
-  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 1, loginDurationS: 1, curveDurationS: 1, curveRounds: 2, accountRounds: 1, hotPathOps: 20_000, hotPathPasses: 1, cacheScaleOps: 300, cacheBusTrials: 50, scaleWrites: 10_000, scaleCacheReads: 500, scaleCacheWrites: 10_000, apiPathWrites: 5_000, apiPathRounds: 1 }
-  : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, jitWarmS: 4, loginDurationS: 10, curveDurationS: 5, curveRounds: 2, accountRounds: 2, hotPathOps: 200_000, hotPathPasses: 3, cacheScaleOps: 2_000, cacheBusTrials: 500, apiPathWrites: 60_000, apiPathRounds: 6 }
-const ALL_SUITES = { raw: rawSuite, overhead: overheadSuite, apiPath: apiPathSuite, http: httpSuite, cpuAccount: cpuAccountSuite, loadCurve: loadCurveSuite, login: loginSuite, loginDetached: loginDetachedSuite, coalescing: coalescingSuite, cacheScale: cacheScaleSuite, cacheBus: cacheBusSuite, hotPath: hotPathSuite, scaleDispatch: scaleDispatchSuite, scaleCache: scaleCacheSuite }
+  ? { ...common, uri, minMs: 100, rawPasses: 1, overheadPasses: 1, overheadSizes: [100, 1000], durationS: 1, loginDurationS: 1, curveDurationS: 1, curveRounds: 2, accountRounds: 1, hotPathOps: 20_000, hotPathPasses: 1, cacheScaleOps: 300, cacheBusTrials: 50, scaleWrites: 10_000, scaleCacheReads: 500, scaleCacheWrites: 10_000, apiPathWrites: 5_000, apiPathRounds: 1, overloadLimits: [1, 2, 4, 8, 16], overloadWarmS: 0.3, overloadRowS: 0.6, overloadCalmS: 0.6, overloadS: 2, overloadAfterS: 3, overloadSettleS: 15 }
+  : { ...common, uri, minMs: 1500, rawPasses: 2, overheadPasses: 3, overheadSizes: [100, 1000, 5000], durationS: 10, jitWarmS: 4, loginDurationS: 10, curveDurationS: 5, curveRounds: 2, accountRounds: 2, hotPathOps: 200_000, hotPathPasses: 3, cacheScaleOps: 2_000, cacheBusTrials: 500, apiPathWrites: 60_000, apiPathRounds: 6, overloadWarmS: 1, overloadRowS: 3, overloadCalmS: 3, overloadS: 20, overloadAfterS: 10, overloadSettleS: 30 }
+const ALL_SUITES = { raw: rawSuite, overhead: overheadSuite, apiPath: apiPathSuite, http: httpSuite, cpuAccount: cpuAccountSuite, loadCurve: loadCurveSuite, login: loginSuite, loginDetached: loginDetachedSuite, coalescing: coalescingSuite, cacheScale: cacheScaleSuite, cacheBus: cacheBusSuite, hotPath: hotPathSuite, scaleDispatch: scaleDispatchSuite, scaleCache: scaleCacheSuite, overload: overloadSuite }
 const wanted = args.suites?.split(',').map(s => s.trim()).filter(s => s !== '')
 for (const key of wanted ?? []) {
   if (!(key in ALL_SUITES)) {
@@ -89,7 +90,8 @@ for (const [key, suite] of Object.entries(SUITES)) {
   for (const m of report.suites[key].mismatches ?? []) console.error(`\n!!!!! MISMATCH in ${key}: ${m} !!!!!\n`)
 }
 report.durationMs = Math.round(performance.now() - started)
-report.targets = wanted === undefined ? evaluateTargets(report.suites) : [] // the targets read every suite
+// the targets read every suite; a subset prints only the targets its suites evaluate themselves (overload)
+report.targets = wanted === undefined ? evaluateTargets(report.suites) : suiteTargets(report.suites)
 
 const heading = `fastify-write-buffer bench · ${mode} · ${report.startedAt.slice(0, 16).replace('T', ' ')} UTC · ` +
   `${report.machine.cpus} cores · Node ${report.machine.node} · ${report.machine.server.source} ${report.machine.server.version}`

@@ -122,7 +122,15 @@ function flatCostTargets (scaleDispatch, scaleCache) {
   return out
 }
 
-export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve, cacheScale, loginDetached, cacheBus, apiPath, cpuAccount, scaleDispatch, scaleCache }) {
+/** The targets of a run of some of the suites (--suites): those its suites evaluate themselves (overload). */
+export function suiteTargets (suites) {
+  return Object.values(suites).flatMap(s => s.targets ?? [])
+}
+
+/** Whether `suites` holds every suite evaluateTargets reads unconditionally. */
+export const allTargetSuites = suites => ['http', 'overhead', 'login', 'coalescing', 'hotPath'].every(k => k in suites)
+
+export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, loadCurve, cacheScale, loginDetached, cacheBus, apiPath, cpuAccount, scaleDispatch, scaleCache, overload }) {
   const { noop, naive, buffered, fire } = byKey(http.results)
   const p99Ratio = http.ratios.bufferedP99VsNaive
   const worstOverhead = overhead.comparisons.reduce((a, b) => (b.overheadPct > a.overheadPct ? b : a))
@@ -134,6 +142,8 @@ export function evaluateTargets ({ http, overhead, login, coalescing, hotPath, l
     ...physicalLimitTargets(loadCurve, cpuAccount),
     ...(apiPath === undefined ? [] : apiPathTargets(apiPath)),
     ...flatCostTargets(scaleDispatch, scaleCache),
+    // evaluated by the suite itself (its table prints them beside its rows)
+    ...(overload?.targets ?? []),
     ...(cacheBus === undefined
       ? []
       : [{

@@ -165,12 +165,57 @@ function scale (s) {
   }
 }
 
-const GROUPS = { scaleDispatch: scale, scaleCache: scale, cpuAccount, apiPath, raw, overhead, http, loadCurve, login, loginDetached, coalescing, cacheScale, cacheBus, hotPath }
+/** Overload: (a) throughput and p50 per fixed in-flight limit, the adaptive limit as a dashed line (and its own bar); (b) goodput per row against the limiter's rate. */
+function overload (s) {
+  const queue = s.results.filter(r => r.part === 'queue')
+  const fixed = queue.filter(r => !r.adaptive)
+  const adaptive = queue.find(r => r.adaptive)
+  const bucket = s.results.filter(r => r.part === 'bucket')
+  const isA = t => t.target.startsWith('Overload (a)')
+  const label = r => r.label.replace('the default before the adaptive limit', 'former default') // the labels' column is 300 px
+  const marked = adaptive === undefined ? 'adaptive: not available in this build' : 'dashed line and last bar: adaptive'
+  const perLimit = (value, text, unit) => ({
+    rows: [
+      ...fixed.map(r => ({ label: label(r), value: r[value], text: text(r), kind: r.limit === 4 ? 'base' : 'other' })),
+      ...(adaptive === undefined ? [] : [{ label: 'adaptive', value: adaptive[value], text: text(adaptive), kind: 'ours' }]),
+    ],
+    ...(adaptive === undefined ? {} : { targetLine: adaptive[value], targetLineLabel: `adaptive ${n(adaptive[value])} ${unit}` }),
+  })
+  return [
+    {
+      subtitle: `(a) queue server: acknowledged writes/s per fixed in-flight limit; ${marked}`,
+      ...perLimit('rate', r => `${n(r.rate)}/s · ${x(ratioOf(r.rate, Math.max(...fixed.map(f => f.rate))))} best fixed · p50 ${n(r.p50Ms)} ms`, '/s'),
+      pickTargets: isA,
+    },
+    {
+      title: `${s.title}: p50`,
+      subtitle: `(a) queue server: p50 ms of acknowledged writes per fixed in-flight limit (shorter is better); ${marked}`,
+      ...perLimit('p50Ms', r => `p50 ${n(r.p50Ms)} ms · p99 ${n(r.p99Ms)} ms`, 'ms'),
+      pickTargets: () => false,
+    },
+    {
+      title: `${s.title}: token bucket`,
+      subtitle: `(b) token bucket: acknowledged writes/s during the 3x overload; dashed line: the limiter's rate${bucket.some(r => r.adaptive) ? '' : '; adaptive: not available in this build'}`,
+      targetLine: s.bucketRate,
+      targetLineLabel: `limit ${n(s.bucketRate)}/s`,
+      rows: bucket.map(r => ({
+        label: label(r),
+        value: r.rate,
+        text: `${n(r.rate)}/s · sent ÷ accepted ${n(r.sentVsAccepted)} · not-sent ${n(r.outcomes['not-sent'])} · full speed ${r.recoveryMs === null ? 'not within the run' : `${n(r.recoveryMs)} ms`} after`,
+        kind: r.adaptive ? 'ours' : 'base',
+      })),
+      pickTargets: t => !isA(t),
+    },
+  ]
+}
 
+const GROUPS = { overload, scaleDispatch: scale, scaleCache: scale, cpuAccount, apiPath, raw, overhead, http, loadCurve, login, loginDetached, coalescing, cacheScale, cacheBus, hotPath }
+
+/** A suite may draw several groups: each picks its targets (pickTargets), else the first takes them all. */
 export function chartGroups (report) {
-  return Object.entries(report.suites).map(([key, suite]) => ({
+  return Object.entries(report.suites).flatMap(([key, suite]) => [GROUPS[key](suite)].flat().map(({ pickTargets, ...g }, i) => ({
     title: suite.title,
-    ...GROUPS[key](suite),
-    targets: report.targets.filter(t => t.suite === key),
-  }))
+    ...g,
+    targets: report.targets.filter(t => t.suite === key && (pickTargets === undefined ? i === 0 : pickTargets(t))),
+  })))
 }

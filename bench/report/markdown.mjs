@@ -22,6 +22,7 @@ const EXTRA = {
   cpuAccount: r => `app CPU ${num(r.appUs)} µs/req: Fastify ${num(r.appPct.fastify)}%, library ${num(r.appPct.library)}%, driver ${num(r.appPct.driver)}%, GC (main) ${num(r.appPct.gc)}%; server ${num(r.us.server)} µs/req; rows sum to ${num(r.sumVsWallCpu)}x cores × s`,
   scaleDispatch: r => `${num(r.usPerWrite)} µs/write, ${num(r.ratio)}x the smallest case` + (r.createMs === undefined ? '' : `; first writes to every collection ${num(r.createMs)} ms`),
   scaleCache: r => r.details,
+  overload: r => r.details,
   hotPath: r => `${num(r.nsPerOp)} ns/op (${num(r.nsPerOpOverBaseline)} over harness), ${num(r.bytesPerOp)} B/op` +
     (r.costVsBefore === null ? '' : `; before ${num(r.nsPerOpBefore)} ns/op → ${num(r.costVsBefore)}x the cost`) +
     (r.tracingCost == null ? '' : `; without @opentelemetry/api ${num(r.nsPerOpWithoutOtel)} ns/op → tracing costs ${num(r.tracingCost)}x`),
