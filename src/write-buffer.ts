@@ -140,7 +140,7 @@ export class WriteBuffer {
         send: batch => { sender.send(batch) },
         timedOut,
         internalError: err => { o.logger?.error({ err }, 'write buffer: internal error while building a batch') },
-        flushWaiting: () => this.#flushes.awaited,
+        flushAwaited: () => this.#flushes.awaited,
         serverMaxCount: () => driverRetries.maxWriteBatchSize(),
         commandMaxBytes: () => sender.commandMaxBytes(),
       })

@@ -226,19 +226,19 @@ export class CollectionQueue {
   }
 
   /** `batch` waits to be retried (backoff, fence): it is out again and holds its targets meanwhile. */
-  holdForRetry (batch: Batch<CollectionQueue>): void {
+  startBackoff (batch: Batch<CollectionQueue>): void {
     this.#backingOff++
     this.#hold(batch.ops)
   }
 
   /** The retry wait is over: its unsettled ops go back to the head of the queue, in order. */
-  endRetryWait (batch: Batch<CollectionQueue>): void {
+  endBackoff (batch: Batch<CollectionQueue>): void {
     this.#backingOff--
     this.#release(batch, true)
   }
 
   /** A batch backing off (retry, fence) was given up (close): its targets are free again. */
-  abandonWait (batch: Batch<CollectionQueue>): void {
+  abandonBackoff (batch: Batch<CollectionQueue>): void {
     this.#backingOff--
     this.#release(batch, false)
   }

@@ -27,7 +27,7 @@ export interface DispatchHooks {
   /** a bug while building a batch (never expected; the buffer tries again on the next event) */
   internalError: (err: unknown) => void
   /** whether a flush() or close() still waits: then nothing lingers, not even writes queued later */
-  flushWaiting: () => boolean
+  flushAwaited: () => boolean
   /** the server's own bound on writes per command (hello's maxWriteBatchSize), once known */
   serverMaxCount?: () => number | undefined
   /** the most bytes a batch may hold so it can go as one write command, where only those may go (wire.ts) */
@@ -229,7 +229,7 @@ export class Dispatcher implements QueueListener {
   }
 
   /** Lingering writes go at once: while a flush() or close() waits, or until a kick is served. */
-  #flushing (): boolean { return this.#kicked || this.hooks.flushWaiting() }
+  #flushing (): boolean { return this.#kicked || this.hooks.flushAwaited() }
 
   #full (queue: CollectionQueue): boolean {
     const limits = this.#bounds.limits

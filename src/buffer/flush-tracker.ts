@@ -14,12 +14,12 @@ export class FlushTracker {
   /** unsettled writes per epoch, from `#base` on */
   readonly #counts: number[] = [0]
   #unsettled = 0
-  readonly #waiters: Waiter[] = []
+  readonly #awaiting: Waiter[] = []
 
   get unsettled (): number { return this.#unsettled }
   /** whether a flush() still waits */
   /** a flush() is waiting for writes to settle */
-  get awaited (): boolean { return this.#waiters.length > 0 }
+  get awaited (): boolean { return this.#awaiting.length > 0 }
 
   /** A write was submitted: returns the epoch to hand back to `settle`. */
   open (): number {
@@ -34,20 +34,20 @@ export class FlushTracker {
     const left = (this.#counts[i] ?? 0) - 1
     this.#counts[i] = left
     this.#unsettled--
-    if (i !== 0 || left !== 0 || this.#waiters.length === 0) return
+    if (i !== 0 || left !== 0 || this.#awaiting.length === 0) return
     // drop every leading epoch that has nothing unsettled (the current one always stays)
     let done = 0
     while (done < this.#counts.length - 1 && this.#counts[done] === 0) done++
     this.#counts.splice(0, done)
     this.#base += done
-    const waiters = this.#waiters
+    const waiters = this.#awaiting
     while (waiters.length > 0 && (waiters[0] as Waiter).epoch < this.#base) (waiters.shift() as Waiter).resolve()
   }
 
   /** Resolves when every write opened so far has settled. */
   flush (): Promise<void> {
     if (this.#unsettled === 0) return Promise.resolve()
-    const p = new Promise<void>(resolve => { this.#waiters.push({ epoch: this.#epoch, resolve }) })
+    const p = new Promise<void>(resolve => { this.#awaiting.push({ epoch: this.#epoch, resolve }) })
     this.#epoch++
     this.#counts.push(0)
     return p

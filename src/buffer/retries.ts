@@ -92,7 +92,7 @@ export class Retries {
   }
 
   #hold (batch: Batch<CollectionQueue>, until: number, fence: Fence | undefined): void {
-    batch.queue.holdForRetry(batch)
+    batch.queue.startBackoff(batch)
     this.#backingOff.add(batch)
     if (fence?.proof === undefined) {
       this.#arm(batch, until)
@@ -154,7 +154,7 @@ export class Retries {
     batch.retryTimer = this.clock.setTimeout(() => {
       this.#backingOff.delete(batch)
       batch.retryTimer = null
-      batch.queue.endRetryWait(batch) // puts back only the writes still to be sent
+      batch.queue.endBackoff(batch) // puts back only the writes still to be sent
       this.#fenceEnded(batch)
       this.ready()
     }, Math.max(0, until - this.clock.now()))
@@ -174,7 +174,7 @@ export class Retries {
       if (batch.retryTimer !== null) this.clock.clearTimeout(batch.retryTimer)
       batch.retryTimer = null
       this.#unwatch(batch)
-      batch.queue.abandonWait(batch)
+      batch.queue.abandonBackoff(batch)
       this.#fenceEnded(batch)
     }
     this.#backingOff.clear()

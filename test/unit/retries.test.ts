@@ -133,7 +133,7 @@ describe('Retries keeps no timer of a wait it gave up (review, issue 42 item 6)'
   it('a batch waiting for its fence\'s proof (a server that never answers) with a write deadline: removeAll() (close) clears the deadline watch too', () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] })
     try {
-      const queue = { name: 'c', holdForRetry: () => {}, endRetryWait: () => {}, abandonWait: () => {} }
+      const queue = { name: 'c', startBackoff: () => {}, endBackoff: () => {}, abandonBackoff: () => {} }
       const op = buildInsert({ a: 1 }, undefined)
       op.enqueue()
       op.send()
