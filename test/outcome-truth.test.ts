@@ -16,7 +16,9 @@ const GOOD = 50
 const NUL = '\0'
 /** private servers: ports of this file's own (FerretDB, PostgreSQL) */
 const FERRET_PORTS: [number, number] = [27160, 27199]
-const PG_PORTS: [number, number] = [54160, 54199]
+// below the kernel's ephemeral range (32768-60999 on Linux): a port in it can be taken by any
+// outgoing connection meanwhile, and PostgreSQL restarted on it fails "Address already in use"
+const PG_PORTS: [number, number] = [26160, 26199]
 
 let client: MongoClient
 let db: Db

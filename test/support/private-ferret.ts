@@ -87,8 +87,26 @@ function unclaim (port: number): void {
   }
 }
 
-/** The first port in [from, to] that this process could claim and nothing listens on. */
+/** The kernel's ephemeral port range: ports it hands to outgoing connections. */
+function ephemeralPorts (): [number, number] {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number)
+    if (Number.isInteger(low) && Number.isInteger(high)) return [low as number, high as number]
+  } catch {
+    // not Linux
+  }
+  return [32768, 60999]
+}
+
+/**
+ * The first port in [from, to] that this process could claim and nothing listens on. Never one
+ * of the kernel's ephemeral ports: free when checked, such a port can be taken by any outgoing
+ * connection later, and a server restarted on it then fails to bind (a private PostgreSQL on
+ * 54160 did so in CI, once every few runs, after an immediate stop under 2,800 writes).
+ */
 export async function portIn (from: number, to: number): Promise<number> {
+  const [low, high] = ephemeralPorts()
+  if (from <= high && to >= low) throw new Error(`ports ${from}-${to} overlap the ephemeral range ${low}-${high}: pick ports below ${low}`)
   for (let p = from; p <= to; p++) {
     if (!claim(p)) continue // claimed before the await: two servers started at once get different ports
     if (await portFree(p)) return p
@@ -98,7 +116,7 @@ export async function portIn (from: number, to: number): Promise<number> {
 }
 
 export interface PrivateServerOptions {
-  /** ports to pick from, e.g. [27160, 27199] for FerretDB and [54160, 54199] for PostgreSQL */
+  /** ports to pick from, e.g. [27160, 27199] for FerretDB and [26160, 26199] for PostgreSQL (below the ephemeral range: portIn) */
   ferretPorts: [number, number]
   pgPorts: [number, number]
   /** fsync=on, synchronous_commit=on, full_page_writes=on (default off, as dev-db.sh); see also setDurable() */
