@@ -165,6 +165,7 @@ export class Retries {
   stop (): void {
     this.#stopped = true
     for (const batch of this.#backingOff) batch.retryTimer?.unref()
+    for (const timer of this.#deadlineTimers.values()) timer.unref()
   }
 
   /** Stops every wait and hands back the batches that were waiting (close). */

@@ -191,7 +191,7 @@ export function select (list: ListWindow, targets: Targets, limits: BatchLimits,
           if (update !== null) {
             join(out, holder, op, update)
             ;(carrying ??= new Map()).set(holder, update)
-            bytes += op.bytes // the coalesced update grows: it counts against the batch budget
+            bytes += op.bytes + op.carried // the coalesced update grows by it and what it carries: it counts against the batch budget
             continue
           }
         }
@@ -222,7 +222,7 @@ export function select (list: ListWindow, targets: Targets, limits: BatchLimits,
         else {
           join(out, op, next, update)
           carried = update
-          bytes += next.bytes
+          bytes += next.bytes + next.carried
         }
       }
       if (carried !== null) (carrying ??= new Map()).set(op, carried)

@@ -60,6 +60,21 @@ function pick (ops: WriteOp[], targets: Targets = new FakeTargets(), limits: Par
 
 const sets = (op: WriteOp | undefined): unknown => (op?.body.update as { $set?: unknown } | undefined)?.$set
 
+describe('the batch budget counts what a coalesced write carries', () => {
+  it('a write carrying others, coalesced into a write of the batch, counts with what it carries: the batch stops within maxBytes (review, issue 43)', () => {
+    const b = set(1, { b: 1 })
+    const b2 = set(1, { c: 'x'.repeat(400) })
+    pick([b, b2]) // b carries b2 now, as a lingering write that others joined
+    expect(b.carried).toBeGreaterThan(400)
+    const a = set(1, { a: 1 })
+    const c = set(2, { z: 1 })
+    const maxBytes = a.bytes + b.bytes + b.carried + c.bytes - 1
+    const s = pick([a, b, c], new FakeTargets(), { maxBytes })
+    expect(s.batch).toEqual([a]) // b joined a; c would pass the budget (before: counted without b's 400 bytes, it went too)
+    expect(a.bytes + a.carried).toBeLessThanOrEqual(maxBytes)
+  })
+})
+
 describe('select(): ordering', () => {
   it('a write of a target held by a write out is parked, never chosen; other targets go', () => {
     const a = set(1, { v: 1 })
