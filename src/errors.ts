@@ -23,7 +23,7 @@ export type WriteOutcome = 'not-sent' | 'rejected' | 'unknown'
 export const ErrorCodes = {
   CLOSED: 'WRITE_BUFFER_CLOSED',
   FULL: 'WRITE_BUFFER_FULL',
-  /** refused at the door: at the rate the buffer drains now, the write would pass its deadline still queued */
+  /** refused at the door: at the rate the server serves the buffer now, the write would pass its deadline still queued */
   SHED: 'WRITE_BUFFER_SHED',
   ABORTED: 'WRITE_BUFFER_ABORTED',
   TIMEOUT: 'WRITE_BUFFER_TIMEOUT',

@@ -5,7 +5,7 @@ import { abortError, Aborts } from './buffer/aborts.js'
 import { Deadlines, timeoutError } from './buffer/deadlines.js'
 import { DetachedFailures } from './buffer/detached-failures.js'
 import { Dispatcher } from './buffer/dispatcher.js'
-import { DrainRate } from './buffer/drain-rate.js'
+import { ServiceRate } from './buffer/service-rate.js'
 import { closedError } from './buffer/outcomes.js'
 import { FlushTracker } from './buffer/flush-tracker.js'
 import { CollectionQueue } from './buffer/collection-queue.js'
@@ -52,7 +52,7 @@ export interface WriteBufferStats {
   isolatedBatches: number
   /** batches the server refused or interrupted as overloaded (462, 463, 473, SystemOverloadedError): each halves the in-flight limit, at most once per round */
   overloadedBatches: number
-  /** writes refused at the door (WRITE_BUFFER_SHED): at the rate the buffer drains, they would have passed their deadline queued */
+  /** writes refused at the door (WRITE_BUFFER_SHED): at the rate the server serves the buffer, they would have passed their deadline queued */
   shedOps: number
   /**
    * the most writes the server takes in one command: as its hello announced it, or as it taught
@@ -88,7 +88,7 @@ export class WriteBuffer {
   readonly #sender: Sender
   readonly #tracing: Tracing
   /** writes acknowledged per ms while backlogged: what a write with a deadline is judged by at the door */
-  readonly #drainRate = new DrainRate()
+  readonly #serviceRate = new ServiceRate()
   #shedOps = 0
   #closed = false
   #closing: Promise<void> | null = null
@@ -130,7 +130,7 @@ export class WriteBuffer {
     sender.onRoundTrip = (batch, ms, now) => {
       this.#dispatcher.roundTrip(ms, batch.size, now)
       // backlogged: a full batch is left behind it, or writes wait for room
-      this.#drainRate.acknowledged(batch.size, batch.queue.size >= o.maxBatchSize || this.#admission.waiting > 0, now)
+      this.#serviceRate.acknowledged(batch.size, batch.queue.size >= o.maxBatchSize || this.#admission.waiting > 0, now)
     }
     sender.onOverload = now => { this.#dispatcher.overloaded(now) }
     if (cache !== undefined) this.#retries.onFence = (batch, started) => { cache.fenced(batch.queue.name, batch.ops, started) }
@@ -288,8 +288,8 @@ export class WriteBuffer {
       op.linger(lingerEndFor(now, op.deadline, now + linger))
     }
     const signal = options?.signal
-    // a write with a deadline, while the buffer is backlogged: one that would expire queued is told now (drain-rate.ts)
-    if (timeoutMs > 0 && this.#drainRate.measured && this.#shed(queue, op, timeoutMs)) return
+    // a write with a deadline, while the buffer is backlogged: one that would expire queued is told now (service-rate.ts)
+    if (timeoutMs > 0 && this.#serviceRate.measured && this.#shed(queue, op, timeoutMs)) return
     if (signal !== undefined && !this.#aborts.watch(op, signal)) {
       this.#settler.reject(op, abortError(0))
     } else if (!this.#admission.offer(op)) {
@@ -304,14 +304,14 @@ export class WriteBuffer {
   /**
    * Refuses `op` (WRITE_BUFFER_SHED, not-sent) when the writes ahead of it — its collection's
    * queued writes and every write waiting for room — would outlast its `timeoutMs` at the rate
-   * the buffer drains now. The whole buffer's rate is what its collection could get at best.
+   * the server serves the buffer now. The whole buffer's rate is what its collection could get at best.
    */
   #shed (queue: CollectionQueue, op: WriteOp, timeoutMs: number): boolean {
     const ahead = queue.size + this.#admission.waiting
-    if (!this.#drainRate.refuses(timeoutMs, ahead, this.#options.clock.now())) return false
+    if (!this.#serviceRate.refuses(timeoutMs, ahead, this.#options.clock.now())) return false
     this.#shedOps++
     this.#settler.reject(op, new WriteBufferError(ErrorCodes.SHED,
-      `write shed: the ${ahead} writes ahead of it would outlast its ${timeoutMs} ms deadline at the rate the buffer drains now`, 'not-sent', 0))
+      `write shed: the ${ahead} writes ahead of it would outlast its ${timeoutMs} ms deadline at the rate the server serves the buffer now`, 'not-sent', 0))
     return true
   }
 }

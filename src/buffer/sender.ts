@@ -48,7 +48,7 @@ export class Sender {
   isolated = 0
   /** batches the server refused or interrupted because it is overloaded (stats) */
   overloaded = 0
-  /** told each acknowledged batch's round trip (ms, `now`: clock time), before its writes settle (the in-flight limit, the drain rate) */
+  /** told each acknowledged batch's round trip (ms, `now`: clock time), before its writes settle (the in-flight limit, the service rate) */
   onRoundTrip: ((batch: Batch<CollectionQueue>, ms: number, now: number) => void) | undefined
   /** told each batch the server answered it is overloaded (462, 463, 473, SystemOverloadedError), before the batch returns */
   onOverload: ((now: number) => void) | undefined

@@ -1,19 +1,19 @@
 import { describe, expect, it, vi } from 'vitest'
 import { ErrorCodes, WriteBufferError } from '../../src/index.js'
-import { DrainRate, MIN_SPAN_MS, SLACK, STALE_MS } from '../../src/buffer/drain-rate.js'
+import { ServiceRate, MIN_SPAN_MS, SLACK, STALE_MS } from '../../src/buffer/service-rate.js'
 import { hold, settle, type BulkCall } from './fake-db.js'
 import { harness, type Harness } from './harness.js'
 
-describe('the drain rate (drain-rate.ts), on a fake clock', () => {
+describe('the service rate (service-rate.ts), on a fake clock', () => {
   /** `n` batches of `writes`, `everyMs` apart, each leaving a backlog behind it */
-  function backlog (rate: DrainRate, from: number, n: number, writes: number, everyMs: number): number {
+  function backlog (rate: ServiceRate, from: number, n: number, writes: number, everyMs: number): number {
     let now = from
     for (let i = 0; i < n; i++) rate.acknowledged(writes, true, now += everyMs)
     return now
   }
 
   it('measures writes acknowledged per ms only over a backlogged stretch of MIN_SPAN_MS or more', () => {
-    const rate = new DrainRate()
+    const rate = new ServiceRate()
     let now = backlog(rate, 0, 5, 10, 100) // 400 ms of stretch: not yet
     expect(rate.measured).toBe(false)
     expect(rate.refuses(100, 1_000_000, now)).toBe(false)
@@ -27,7 +27,7 @@ describe('the drain rate (drain-rate.ts), on a fake clock', () => {
   })
 
   it('a batch acknowledged with no backlog behind it ends the stretch: the queue drains fine, nothing is refused', () => {
-    const rate = new DrainRate()
+    const rate = new ServiceRate()
     let now = backlog(rate, 0, 20, 10, 100)
     expect(rate.refuses(200, 1000, now)).toBe(true)
     rate.acknowledged(10, false, now += 100)
@@ -39,21 +39,21 @@ describe('the drain rate (drain-rate.ts), on a fake clock', () => {
   })
 
   it('a rate older than STALE_MS refuses nothing (a stall, a fence: the deadlines tell those writes)', () => {
-    const rate = new DrainRate()
+    const rate = new ServiceRate()
     const now = backlog(rate, 0, 20, 10, 100)
     expect(rate.refuses(200, 1000, now + STALE_MS - 1)).toBe(true)
     expect(rate.refuses(200, 1000, now + STALE_MS)).toBe(false)
   })
 
   it('a write without a deadline (0 ms left) or with nothing ahead is never refused', () => {
-    const rate = new DrainRate()
+    const rate = new ServiceRate()
     const now = backlog(rate, 0, 20, 10, 100)
     expect(rate.refuses(0, 1_000_000, now)).toBe(false)
     expect(rate.refuses(1, 0, now)).toBe(false)
   })
 
   it('follows the rate of the last one to two seconds', () => {
-    const rate = new DrainRate()
+    const rate = new ServiceRate()
     let now = backlog(rate, 0, 30, 10, 100) // 0.1 per ms
     now = backlog(rate, now, 30, 10, 10) // ten times faster for 300 ms
     expect(rate.perMs(now)).toBeGreaterThan(0.3)
@@ -88,7 +88,7 @@ describe('shedding at admission (WRITE_BUFFER_SHED)', () => {
     }
   }
 
-  it('refuses a write whose deadline the writes ahead would outlast at the rate the buffer drains while backlogged: not-sent, 503 + retry-after', async () => {
+  it('refuses a write whose deadline the writes ahead would outlast at the rate the server serves the buffer while backlogged: not-sent, 503 + retry-after', async () => {
     fakeClocks()
     const h = harness({ maxBatchSize: 10, inFlightLimit: 'fixed', maxInFlight: 1 })
     h.fake.fallback = hold

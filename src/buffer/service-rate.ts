@@ -1,6 +1,6 @@
 /**
  * Shedding at the door: whether a write with a deadline would still be queued when it passes,
- * at the rate the buffer drains now. Pure: told each acknowledged batch and the time (`now`, ms,
+ * at the rate the server serves the buffer now. Pure: told each acknowledged batch and the time (`now`, ms,
  * from its caller's clock), it reads no clock. Measured per batch, never per write.
  *
  * Conservative, so that a write is refused only when it would surely have expired queued:
@@ -24,7 +24,7 @@ export const SLACK = 2
 /** The rate is over the current bucket and the previous one (one to two buckets of this length). */
 const BUCKET_MS = 1_000
 
-export class DrainRate {
+export class ServiceRate {
   /** start of the backlogged stretch; -1: not backlogged */
   #since = -1
   /** the last acknowledgment counted */
