@@ -6,7 +6,7 @@ import { describeError, readFailure, type DriverFailure, type Failure, type Part
 import { knownCode } from '../mongo/server-codes.js'
 import { isRetrySafe } from '../write/retry-safety.js'
 import { INSERT, SETTLED, type WriteOp, type WriteResult } from '../write/write-op.js'
-import { PartialFailureReader, resultOf } from './outcomes.js'
+import { noneGoesAgain, PartialFailureReader, resultOf } from './outcomes.js'
 
 /**
  * A whole write command the server refused (`ok: 0`) is split in halves and each half sent
@@ -127,10 +127,8 @@ export function splittable (ops: readonly WriteOp[], refusal: DriverFailure, fai
  */
 export async function isolate (ops: WriteOp[], refusal: DriverFailure, failure: Failure, ctx: IsolationContext, out: Isolation): Promise<Left> {
   const proven = failure.outcome === 'rejected'
-  if (!proven && ctx.ordered && ops.some(op => !isRetrySafe(op))) {
-    // an ordered batch may hold several writes of one document, applied in order: resending
-    // only some could undo a later one that already ran (a $set resent after the $inc that
-    // followed it). All go again, or none (Sender#wholeFailed's rule)
+  if (noneGoesAgain(ctx.ordered, !proven, ops.some(op => !isRetrySafe(op)))) {
+    // an ordered batch: all go again, or none (outcomes.ts#noneGoesAgain)
     for (const op of ops) {
       op.mayHaveApplied()
       out.rejected(op, pinned(op, refusal, 'unknown'))

@@ -15,7 +15,7 @@ import { Batch, type Route } from './batch.js'
 import type { CollectionQueue } from './collection-queue.js'
 import { Wire } from './wire.js'
 import { Latency } from './latency.js'
-import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, PartialFailureReader, resultOf, type RetryPolicy } from './outcomes.js'
+import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, noneGoesAgain, PartialFailureReader, resultOf, type RetryPolicy } from './outcomes.js'
 import { FENCE_MARGIN_MS, waitOut, type Fence, type Retries } from './retries.js'
 import type { ServerLiveness } from '../mongo/liveness.js'
 import type { Settler } from './settler.js'
@@ -359,10 +359,8 @@ export class Sender {
     const retryAt = Math.max(now + this.options.baseDelayMs, fenceUntil)
     if (failure.outcome === 'unknown') for (const op of live) op.mayHaveApplied()
     const verdicts = live.map(op => afterBatchFailure(op, failure, retryAt, this.options, name))
-    // An ordered batch may hold several writes of one document, applied in order: after an
-    // unknown outcome, resending only some of them could undo a later one that already ran
-    // (a $set resent after the $inc that followed it). All go again, or none.
-    if (batch.queue.ordered && failure.outcome === 'unknown' && verdicts.some(v => v !== 'retry')) {
+    // an ordered batch: all go again, or none (outcomes.ts#noneGoesAgain)
+    if (noneGoesAgain(batch.queue.ordered, failure.outcome === 'unknown', verdicts.some(v => v !== 'retry'))) {
       for (let i = 0; i < live.length; i++) if (verdicts[i] === 'retry') verdicts[i] = batchFailed(live[i] as WriteOp, failure, name)
     }
     const closed = cause.closedConnection
