@@ -124,10 +124,11 @@ export class DriverFailure {
   readonly name: string
   /** the server's code, if numeric */
   readonly code: number | undefined
+  /** the server's message (a refusal's `errmsg`), if any */
   readonly message: string | undefined
   /** the refused writes by index, when kind is 'write-errors' (the thrown error itself) */
   readonly partial: PartialFailure | undefined
-  /** InvalidLength's "Write batch sizes must be between 1 and N": N (see writeBatchBound) */
+  /** InvalidLength's "Write batch sizes must be between 1 and N": N (the function writeBatchBound, below) */
   readonly writeBatchBound: number | undefined
   /** the connection closed under the command (a network error that is not a timeout, or a socket's own error) */
   readonly closedConnection: boolean
@@ -137,6 +138,7 @@ export class DriverFailure {
   readonly #read: unknown
   /** the reply was the server's `ok: 0` (MongoServerError, or a MongoBulkWriteError carrying one) */
   readonly #commandError: boolean
+  /** the error whose labels are read */
   readonly #labelled: MaybeMongoError | null | undefined
   /** the bulk result showed progress: part of the batch was applied */
   readonly #progress: boolean
@@ -146,7 +148,6 @@ export class DriverFailure {
     const writeErrors = raw?.writeErrors
     const hasWriteErrors = Array.isArray(writeErrors) && writeErrors.length > 0
     const first = hasWriteErrors ? writeErrors[0] as { index?: unknown, code?: unknown, errmsg?: unknown } | undefined : undefined
-    this.#labelled = unwrap(thrown)
     // A command the server answered `{ ok: 0 }` (unauthorized, MaxTimeMSExpired, overloaded…)
     // comes back from the driver as if it were a write error at index 0, with the bulk result's
     // `ok` at 0 (the driver's mergeBatchResults). It is the whole command's failure, not the
@@ -170,7 +171,8 @@ export class DriverFailure {
       this.error = refusal
       this.#read = refusal
     } else {
-      const e = this.#labelled
+      const e = unwrap(thrown)
+      this.#labelled = e
       this.name = nameOf(e)
       this.code = typeof e?.code === 'number' ? e.code : undefined
       this.message = typeof (e as { message?: unknown } | null | undefined)?.message === 'string' ? (e as { message: string }).message : undefined
