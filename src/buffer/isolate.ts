@@ -2,11 +2,11 @@ import type { Clock } from '../clock.js'
 import type { AnyBulkWriteOperation } from 'mongodb'
 import type { SentAnswer } from '../mongo/write-command.js'
 import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../errors.js'
-import { closedConnection, commandRefusal, describeError, hasWriteErrors, isServerRefusal, type Failure, type PartialFailure } from '../mongo/driver-errors.js'
+import { describeError, readFailure, type DriverFailure, type Failure, type PartialFailure } from '../mongo/driver-errors.js'
 import { knownCode } from '../mongo/server-codes.js'
 import { isRetrySafe } from '../write/retry-safety.js'
 import { INSERT, SETTLED, type WriteOp, type WriteResult } from '../write/write-op.js'
-import { PartialFailureReader, resultOf } from './outcomes.js'
+import { noneGoesAgain, PartialFailureReader, resultOf } from './outcomes.js'
 
 /**
  * A whole write command the server refused (`ok: 0`) is split in halves and each half sent
@@ -37,7 +37,7 @@ export interface Isolation {
   /** to send again as they are (not executed in an ordered batch; `uncoalesced` of them split off a merged update) */
   again: (ops: WriteOp[], uncoalesced: number) => void
   /** a part failed otherwise (network, transient): decided as a whole-batch failure */
-  failed: (ops: WriteOp[], err: unknown) => void
+  failed: (ops: WriteOp[], failed: DriverFailure) => void
 }
 
 /** What isolation decided, gathered for the Sender to act on once it is done. */
@@ -49,7 +49,7 @@ export class IsolationOutcome implements Isolation {
   uncoalescedCount = 0
   /** writes whose part failed otherwise, and the first such failure */
   readonly failedOps: WriteOp[] = []
-  failedWith: unknown = undefined
+  failedWith: DriverFailure | undefined = undefined
 
   acknowledged (op: WriteOp, result: WriteResult): void {
     this.applied.push(op)
@@ -63,9 +63,9 @@ export class IsolationOutcome implements Isolation {
     this.uncoalescedCount += uncoalesced
   }
 
-  failed (ops: WriteOp[], err: unknown): void {
+  failed (ops: WriteOp[], failed: DriverFailure): void {
     this.failedOps.push(...ops)
-    this.failedWith ??= err
+    this.failedWith ??= failed
   }
 }
 
@@ -73,7 +73,7 @@ export interface IsolationContext {
   /** sends a part: these writes, as these models */
   send: (ops: readonly WriteOp[], models: AnyBulkWriteOperation[]) => Promise<SentAnswer>
   /** what a whole-command refusal means (outcome: 'rejected' when proven not applied; transient) */
-  classify: (refusal: unknown) => Promise<Failure>
+  classify: (refusal: DriverFailure) => Promise<Failure>
   /** which of these generated _ids are written (outcomes.ts confirmInserted): a duplicate key of our own earlier attempt */
   confirm: (ids: unknown[]) => Promise<Set<string> | null>
   /** close() gave up waiting: nothing more is sent (a part not sent yet goes back, and is told so) */
@@ -105,40 +105,30 @@ export function indexesProven (ops: readonly WriteOp[], reportsStatements: boole
 }
 
 /** Whether `refusal` is a reply's write errors (from a server whose indexes are not proven: the only ones isolated), not a refusal of the command. */
-function unprovenStatement (refusal: unknown): boolean {
-  return hasWriteErrors(refusal)
+function unprovenStatement (refusal: DriverFailure): boolean {
+  return refusal.kind === 'write-errors'
 }
 
 /** What write errors from a server whose indexes are not proven say: something failed, anything may have been applied. */
-export function unprovenFailure (err: unknown): Failure {
-  return { outcome: 'unknown', transient: false, error: err }
-}
-
-/** Whether `err` is the server refusing the whole command; the refusal itself, or undefined. */
-export function wholeRefusal (err: unknown): unknown {
-  const refusal = commandRefusal(err)
-  if (refusal !== undefined) return refusal
-  if (hasWriteErrors(err)) return undefined
-  return isServerRefusal(err) ? err : undefined
+export function unprovenFailure (failed: DriverFailure): Failure {
+  return { outcome: 'unknown', transient: false, error: failed.error }
 }
 
 /** Whether a refused batch is isolated (a lone write: pinned at once, with the server's code) rather than failed as a whole. */
-export function splittable (ops: readonly WriteOp[], refusal: unknown, failure: Failure): boolean {
+export function splittable (ops: readonly WriteOp[], refusal: DriverFailure, failure: Failure): boolean {
   if (failure.transient) return false
-  const code = (refusal as { code?: unknown }).code
-  return !(typeof code === 'number' && COMMAND_WIDE.has(code)) && ops.length > 0
+  const code = refusal.code
+  return !(code !== undefined && COMMAND_WIDE.has(code)) && ops.length > 0
 }
 
 /**
  * `ops` were refused as one command with `failure`: settle through `out` what can be told now,
  * and send the others again in halves until every write has its own answer.
  */
-export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failure, ctx: IsolationContext, out: Isolation): Promise<Left> {
+export async function isolate (ops: WriteOp[], refusal: DriverFailure, failure: Failure, ctx: IsolationContext, out: Isolation): Promise<Left> {
   const proven = failure.outcome === 'rejected'
-  if (!proven && ctx.ordered && ops.some(op => !isRetrySafe(op))) {
-    // an ordered batch may hold several writes of one document, applied in order: resending
-    // only some could undo a later one that already ran (a $set resent after the $inc that
-    // followed it). All go again, or none (Sender#wholeFailed's rule)
+  if (noneGoesAgain(ctx.ordered, !proven, ops.some(op => !isRetrySafe(op)))) {
+    // an ordered batch: all go again, or none (outcomes.ts#noneGoesAgain)
     for (const op of ops) {
       op.mayHaveApplied()
       out.rejected(op, pinned(op, refusal, 'unknown'))
@@ -210,11 +200,11 @@ export async function isolate (ops: WriteOp[], refusal: unknown, failure: Failur
 }
 
 /** What a part left behind: nothing, writes to send again, or writes failed otherwise (decided as a whole-batch failure). */
-type Left = { kind: 'done' } | { kind: 'again' } | { kind: 'failed', err: unknown }
+type Left = { kind: 'done' } | { kind: 'again' } | { kind: 'failed', err: DriverFailure }
 const DONE: Left = { kind: 'done' }
 const LEFT_AGAIN: Left = { kind: 'again' }
 /** A part refused as a whole command, not transiently: to isolate further. */
-interface Refused { kind: 'refused', refusal: unknown, failure: Failure }
+interface Refused { kind: 'refused', refusal: DriverFailure, failure: Failure }
 
 async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation): Promise<Left> {
   const sent = await sendOnce(ops, ctx, out)
@@ -222,9 +212,9 @@ async function sendPart (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
 }
 
 /** Whether two refusals carry one server code, one the code table does not know (server-codes.ts). */
-function sameUnknownCode (a: unknown, b: unknown): boolean {
-  const ca = (a as { code?: unknown }).code
-  return typeof ca === 'number' && ca === (b as { code?: unknown }).code && !knownCode(ca)
+function sameUnknownCode (a: DriverFailure, b: DriverFailure): boolean {
+  const ca = a.code
+  return ca !== undefined && ca === b.code && !knownCode(ca)
 }
 
 /** Sends a part once; a refusal of the whole command that is not transient comes back to be isolated (or, for two halves alike, not). */
@@ -243,25 +233,25 @@ async function sendOnce (ops: WriteOp[], ctx: IsolationContext, out: Isolation):
   try {
     result = await ctx.send(ops, models)
   } catch (err) {
-    const refusal = wholeRefusal(err)
-    if (refusal !== undefined) {
-      const failure = await ctx.classify(refusal)
-      if (!failure.transient) return { kind: 'refused', refusal, failure }
-      out.failed(ops, refusal)
-      return { kind: 'failed', err: refusal }
+    const failed = readFailure(err)
+    if (failed.kind === 'refusal') {
+      const failure = await ctx.classify(failed)
+      if (!failure.transient) return { kind: 'refused', refusal: failed, failure }
+      out.failed(ops, failed)
+      return { kind: 'failed', err: failed }
     }
-    if (ctx.closed !== undefined && closedConnection(err)) {
+    if (ctx.closed !== undefined && failed.closedConnection) {
       ctx.closed.at = ctx.clock.now()
-      return { kind: 'refused', refusal: err, failure: unprovenFailure(err) }
+      return { kind: 'refused', refusal: failed, failure: unprovenFailure(failed) }
     }
-    if (hasWriteErrors(err)) {
-      if (!indexesProven(ops, ctx.reportsStatements)) return await isolate(ops, err, unprovenFailure(err), ctx, out)
-      const failure = err
-      const ids = new PartialFailureReader(failure, ctx.ordered, ctx.collection).idsToConfirm(ops)
-      return partlyRefused(ops, failure, ctx.ordered, ctx.collection, out, await ctx.confirm(ids)) ? LEFT_AGAIN : DONE
+    if (failed.partial !== undefined) {
+      if (!indexesProven(ops, ctx.reportsStatements)) return await isolate(ops, failed, unprovenFailure(failed), ctx, out)
+      const partial = failed.partial
+      const ids = new PartialFailureReader(partial, ctx.ordered, ctx.collection).idsToConfirm(ops)
+      return partlyRefused(ops, partial, ctx.ordered, ctx.collection, out, await ctx.confirm(ids)) ? LEFT_AGAIN : DONE
     }
-    out.failed(ops, err)
-    return { kind: 'failed', err }
+    out.failed(ops, failed)
+    return { kind: 'failed', err: failed }
   }
   const upserted = result.upsertedIds
   for (let i = 0; i < ops.length; i++) out.acknowledged(ops[i] as WriteOp, resultOf(ops[i] as WriteOp, i, upserted))
@@ -300,17 +290,17 @@ export function partlyRefused (ops: readonly WriteOp[], err: PartialFailure, ord
 }
 
 /** What a write the refusal is pinned to (or that may not go again) is told: the server's code, kept. */
-function pinned (op: WriteOp, refusal: unknown, outcome: 'rejected' | 'unknown'): Error {
-  const r = refusal as { code?: unknown, message?: unknown }
+function pinned (op: WriteOp, refusal: DriverFailure, outcome: 'rejected' | 'unknown'): Error {
+  const err = refusal.error
   if (unprovenStatement(refusal)) {
     // the code is some statement's, not proven this write's: an app mapping it to a 4xx would refuse a request whose write was applied
-    return new WriteBufferError(ErrorCodes.BATCH_FAILED, `a statement of its batch was refused (${describeError(refusal)}) and this server does not say which (isolate.ts#indexesProven); this write may have been applied`, outcome, op.attempts, refusal)
+    return new WriteBufferError(ErrorCodes.BATCH_FAILED, `a statement of its batch was refused (${describeError(err)}) and this server does not say which (isolate.ts#indexesProven); this write may have been applied`, outcome, op.attempts, err)
   }
-  if (closedConnection(refusal)) {
-    return new WriteBufferError(ErrorCodes.BATCH_FAILED, `the connection closed under the commands that carried this write (${describeError(refusal)}): the server may drop the connection on this write, and it may have been applied (docs/server-behaviours.md: a poison can close the connection)`, outcome, op.attempts, refusal)
+  if (refusal.closedConnection) {
+    return new WriteBufferError(ErrorCodes.BATCH_FAILED, `the connection closed under the commands that carried this write (${describeError(err)}): the server may drop the connection on this write, and it may have been applied (docs/server-behaviours.md: a poison can close the connection)`, outcome, op.attempts, err)
   }
-  if (typeof r.code === 'number') {
-    return new WriteRejectedError(r.code, typeof r.message === 'string' ? r.message : 'write refused', op.attempts, undefined, outcome)
+  if (refusal.code !== undefined) {
+    return new WriteRejectedError(refusal.code, refusal.message ?? 'write refused', op.attempts, undefined, outcome)
   }
-  return new WriteBufferError(ErrorCodes.BATCH_FAILED, `write refused: ${describeError(refusal)}`, outcome, op.attempts, refusal)
+  return new WriteBufferError(ErrorCodes.BATCH_FAILED, `write refused: ${describeError(err)}`, outcome, op.attempts, err)
 }

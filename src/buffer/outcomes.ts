@@ -37,6 +37,17 @@ export function afterBatchFailure (op: WriteOp, failure: Failure, retryAt: numbe
   return canRetry ? 'retry' : batchFailed(op, failure, collection)
 }
 
+/**
+ * An ordered batch may hold several writes of one document, applied in order: after an attempt
+ * that may have applied some of them (`mayHaveApplied`), resending only some could undo a later
+ * one that already ran (a $set resent after the $inc that followed it). All go again, or none:
+ * whether none does (`anyStays`: some write may not go again). Sender#wholeFailed and
+ * isolate.ts both ask it.
+ */
+export function noneGoesAgain (ordered: boolean, mayHaveApplied: boolean, anyStays: boolean): boolean {
+  return ordered && mayHaveApplied && anyStays
+}
+
 /** What a write is told when close() gives up on it (`why`: where it was); unknown if an attempt may have applied it. */
 export function closedError (op: WriteOp, why: string): Error {
   return new WriteBufferError(ErrorCodes.CLOSED, `write buffer closed ${why}`, op.maybeApplied ? 'unknown' : 'not-sent', op.attempts)

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js'
 import type { AnyBulkWriteOperation, WriteConcernSettings } from 'mongodb'
 import { ErrorCodes, WriteBufferError } from '../errors.js'
-import { classify, closedConnection, describeError, hasWriteErrors, isOverload, isServerRefusal, writeBatchBoundOf, type Failure, type PartialFailure } from '../mongo/driver-errors.js'
+import { describeError, readFailure, type DriverFailure, type Failure, type PartialFailure } from '../mongo/driver-errors.js'
 import type { SentAnswer, WriteCommand } from '../mongo/write-command.js'
 import type { ServerIdentity } from '../mongo/server-identity.js'
 import { foundUnsendable, NOT_SERIALIZER, SERIALIZER_IF_FOUND, serializerFailure } from '../write/send-check.js'
@@ -10,12 +10,12 @@ import type { Logger } from '../options.js'
 import { batchChannel, publishBatch } from '../telemetry.js'
 import type { BatchSpan, Tracing } from '../tracing.js'
 import { IN_FLIGHT, SETTLED, type TraceLink, type WriteOp, type WriteResult } from '../write/write-op.js'
-import { indexesProven, isolate, IsolationOutcome, partlyRefused, splittable, unprovenFailure, wholeRefusal } from './isolate.js'
+import { indexesProven, isolate, IsolationOutcome, partlyRefused, splittable, unprovenFailure } from './isolate.js'
 import { Batch, type Route } from './batch.js'
 import type { CollectionQueue } from './collection-queue.js'
 import { Wire } from './wire.js'
 import { Latency } from './latency.js'
-import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, PartialFailureReader, resultOf, type RetryPolicy } from './outcomes.js'
+import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, noneGoesAgain, PartialFailureReader, resultOf, type RetryPolicy } from './outcomes.js'
 import { FENCE_MARGIN_MS, waitOut, type Fence, type Retries } from './retries.js'
 import type { ServerLiveness } from '../mongo/liveness.js'
 import type { Settler } from './settler.js'
@@ -108,8 +108,10 @@ export class Sender {
         this.#acknowledged(batch, answer as SentAnswer | undefined)
         return
       }
-      this.#overloaded(answer, now)
-      this.#failed(batch, answer, span?.context).catch((bug: unknown) => { this.#internalError(batch, bug) })
+      // what the driver threw, read once (driver-errors.ts#DriverFailure): everything after reads this view
+      const thrown = readFailure(answer)
+      this.#overloaded(thrown, now)
+      this.#failed(batch, thrown, span?.context).catch((bug: unknown) => { this.#internalError(batch, bug) })
     } catch (bug) {
       this.#internalError(batch, bug)
     }
@@ -142,8 +144,8 @@ export class Sender {
   }
 
   /** The server said it is overloaded (however the driver shaped its answer): counted, and told before the batch returns. */
-  #overloaded (err: unknown, now: number): void {
-    if (!isOverload(wholeRefusal(err) ?? err)) return
+  #overloaded (failed: DriverFailure, now: number): void {
+    if (!failed.overload) return
     this.overloaded++
     this.onOverload?.(now)
   }
@@ -168,19 +170,17 @@ export class Sender {
     this.#return(batch)
   }
 
-  async #failed (batch: Batch<CollectionQueue>, err: unknown, span: TraceLink | undefined): Promise<void> {
-    const refusal = wholeRefusal(err)
-    if (refusal !== undefined && this.#tooMany(batch, refusal)) return
-    if (refusal !== undefined) {
-      await this.#refused(batch, refusal, span)
-    } else if (hasWriteErrors(err)) {
-      await this.#partlyFailed(batch, err)
-    } else if (this.#unsendable(batch, err)) {
+  async #failed (batch: Batch<CollectionQueue>, failed: DriverFailure, span: TraceLink | undefined): Promise<void> {
+    if (failed.kind === 'refusal') {
+      if (!this.#tooMany(batch, failed)) await this.#refused(batch, failed, span)
+    } else if (failed.partial !== undefined) {
+      await this.#partlyFailed(batch, failed, failed.partial)
+    } else if (this.#unsendable(batch, failed.error)) {
       // told, or sent again
-    } else if (closedConnection(err) && batch.ops.some(op => op.state !== SETTLED && op.closedBefore)) {
-      await this.#isolateClosed(batch, err, span)
+    } else if (failed.closedConnection && batch.ops.some(op => op.state !== SETTLED && op.closedBefore)) {
+      await this.#isolateClosed(batch, failed, span)
     } else {
-      this.#wholeFailed(batch, err, span)
+      this.#wholeFailed(batch, failed, this.#classifyWhole(failed, batch.route), span)
     }
   }
 
@@ -195,7 +195,7 @@ export class Sender {
    * writes that are not retry-safe are told `unknown` at once. Afterwards every target stays
    * fenced from the last close, as after any ambiguous failure.
    */
-  async #isolateClosed (batch: Batch<CollectionQueue>, err: unknown, span: TraceLink | undefined): Promise<void> {
+  async #isolateClosed (batch: Batch<CollectionQueue>, failed: DriverFailure, span: TraceLink | undefined): Promise<void> {
     // this attempt may have applied any of them (the connection closed under it)
     for (const op of batch.ops) if (op.state !== SETTLED) op.mayHaveApplied()
     // the wait is in flight, out of Deadlines' and Retries' sight: a write whose deadline passes
@@ -206,18 +206,18 @@ export class Sender {
     } finally {
       this.retries.unwatch(batch)
     }
-    await this.#refused(batch, err, span, unprovenFailure(err), { at: 0 })
+    await this.#refused(batch, failed, span, unprovenFailure(failed), { at: 0 })
   }
 
   /**
-   * The server refused the command for holding more writes than it takes (writeBatchBoundOf: it
+   * The server refused the command for holding more writes than it takes (DriverFailure#writeBatchBound: it
    * read no statement, so none was applied; DocumentDB's hello overstates its bound). The bound
    * is kept for the rest of the client's life (stats: maxWriteBatchSize) and the writes go back to
    * the head of their queue, this attempt uncounted, to go in batches the server takes — not
    * split as a refusal of unknown outcome, which would tell a duplicate key among them `unknown`.
    */
-  #tooMany (batch: Batch<CollectionQueue>, refusal: unknown): boolean {
-    const bound = writeBatchBoundOf(refusal)
+  #tooMany (batch: Batch<CollectionQueue>, refusal: DriverFailure): boolean {
+    const bound = refusal.writeBatchBound
     const live = batch.ops.filter(op => op.state !== SETTLED)
     if (bound === undefined || live.length <= bound || this.#final) return false
     this.driverRetries.learnMaxWriteBatchSize(bound)
@@ -230,9 +230,14 @@ export class Sender {
   }
 
   /** What a refusal of a whole command means; asks the server who it is (once) to know. */
-  async #classifyRefusal (refusal: unknown, route: Route): Promise<Failure> {
+  async #classifyRefusal (refusal: DriverFailure, route: Route): Promise<Failure> {
     const isMongoDB = await this.identity.isMongoDB()
-    return classify(refusal, this.#wire.mayHaveRetried(route), true, isMongoDB)
+    return refusal.classify(this.#wire.mayHaveRetried(route), true, isMongoDB)
+  }
+
+  /** What a failure of the whole batch means (no need to know the server: only a refusal's meaning depends on it, #classifyRefusal). */
+  #classifyWhole (failed: DriverFailure, route: Route): Failure {
+    return failed.classify(this.#wire.mayHaveRetried(route), this.driverRetries.everConnected())
   }
 
   /**
@@ -240,11 +245,11 @@ export class Sender {
    * whole failure (resent after a backoff if nothing was applied or the write is retry-safe).
    * Otherwise one write may be to blame: isolate it (isolate.ts), so its batch-mates are applied.
    */
-  async #refused (batch: Batch<CollectionQueue>, refusal: unknown, span: TraceLink | undefined, known?: Failure, closed?: { at: number }): Promise<void> {
+  async #refused (batch: Batch<CollectionQueue>, refusal: DriverFailure, span: TraceLink | undefined, known?: Failure, closed?: { at: number }): Promise<void> {
     const failure = known ?? await this.#classifyRefusal(refusal, batch.route)
     const live = batch.ops.filter(op => op.state !== SETTLED)
     if (this.#final || (closed === undefined && !splittable(live, refusal, failure))) {
-      this.#wholeFailed(batch, refusal, span, failure)
+      this.#wholeFailed(batch, refusal, failure, span)
       return
     }
     const queue = batch.queue
@@ -253,7 +258,7 @@ export class Sender {
     const route = batch.route
     const send = (ops: readonly WriteOp[], models: AnyBulkWriteOperation[]): Promise<SentAnswer> => this.#wire.sendPart(queue, route, ops, models)
     const confirm = (ids: unknown[]): Promise<Set<string> | null> => confirmInserted(queue.collection, ids)
-    const classify = (r: unknown): Promise<Failure> => this.#classifyRefusal(r, route)
+    const classify = (r: DriverFailure): Promise<Failure> => this.#classifyRefusal(r, route)
     await isolate(live, refusal, failure, { send, classify, confirm, stopped: () => this.#final, ordered: queue.ordered, collection: queue.name, reportsStatements: await this.identity.reportsStatements(), closed, clock: this.options.clock }, out)
     // a part whose connection closed may still be running on the server: its targets are fenced
     // from the last close, the writes to send again included (they wait out the fence as a
@@ -261,8 +266,9 @@ export class Sender {
     const fence = this.#closedFence(closed)
     const later = fence === undefined ? [] : out.toSendAgain.filter(op => op.state === IN_FLIGHT)
     this.#apply(queue, out, later.length === 0 ? out.toSendAgain : out.toSendAgain.filter(op => op.state !== IN_FLIGHT))
-    if (out.failedOps.length > 0) {
-      this.#wholeFailed(batch, out.failedWith, span, undefined, out.failedOps)
+    const failedWith = out.failedWith
+    if (failedWith !== undefined && out.failedOps.length > 0) {
+      this.#wholeFailed(batch, failedWith, this.#classifyWhole(failedWith, route), span, out.failedOps)
     } else {
       this.#return(batch)
     }
@@ -335,13 +341,14 @@ export class Sender {
    * (nothing sent to it, not even the retry) until the attempt can no longer apply, which
    * maxTimeMS bounds. So a late attempt never lands after a later write to its document.
    * A server's answer (`ok: 0`) ends its command: on a standalone server, whose driver never
-   * retries on its own, nothing is left running to fence.
+   * retries on its own, nothing is left running to fence. `failure`: what `cause` means
+   * (#classifyWhole, or #classifyRefusal for a refusal); `ops`: the writes it failed (default:
+   * every write of the batch not settled yet).
    */
-  #wholeFailed (batch: Batch<CollectionQueue>, err: unknown, span: TraceLink | undefined, known?: Failure, ops?: WriteOp[]): void {
-    const failure = known ?? classify(err, this.#wire.mayHaveRetried(batch.route), this.driverRetries.everConnected())
+  #wholeFailed (batch: Batch<CollectionQueue>, cause: DriverFailure, failure: Failure, span: TraceLink | undefined, ops?: WriteOp[]): void {
     const name = batch.queue.name
     const now = this.options.clock.now()
-    const answered = isServerRefusal(err) && !this.#wire.mayResend(batch.route)
+    const answered = cause.kind === 'refusal' && cause.code !== undefined && !this.#wire.mayResend(batch.route)
     const fence: Fence | undefined = failure.outcome === 'unknown' && !answered ? this.#fenceFrom(now) : undefined
     const fenceUntil = fence?.until ?? 0
     const retry: WriteOp[] = []
@@ -352,13 +359,11 @@ export class Sender {
     const retryAt = Math.max(now + this.options.baseDelayMs, fenceUntil)
     if (failure.outcome === 'unknown') for (const op of live) op.mayHaveApplied()
     const verdicts = live.map(op => afterBatchFailure(op, failure, retryAt, this.options, name))
-    // An ordered batch may hold several writes of one document, applied in order: after an
-    // unknown outcome, resending only some of them could undo a later one that already ran
-    // (a $set resent after the $inc that followed it). All go again, or none.
-    if (batch.queue.ordered && failure.outcome === 'unknown' && verdicts.some(v => v !== 'retry')) {
+    // an ordered batch: all go again, or none (outcomes.ts#noneGoesAgain)
+    if (noneGoesAgain(batch.queue.ordered, failure.outcome === 'unknown', verdicts.some(v => v !== 'retry'))) {
       for (let i = 0; i < live.length; i++) if (verdicts[i] === 'retry') verdicts[i] = batchFailed(live[i] as WriteOp, failure, name)
     }
-    const closed = closedConnection(err)
+    const closed = cause.closedConnection
     for (let i = 0; i < live.length; i++) {
       const op = live[i] as WriteOp
       op.attemptFailed(closed)
@@ -399,9 +404,9 @@ export class Sender {
   }
 
   /** Some writes were refused by the server; the others were acknowledged (or never executed). */
-  async #partlyFailed (batch: Batch<CollectionQueue>, err: PartialFailure): Promise<void> {
+  async #partlyFailed (batch: Batch<CollectionQueue>, failed: DriverFailure, err: PartialFailure): Promise<void> {
     if (!indexesProven(batch.ops, await this.identity.reportsStatements())) {
-      await this.#refused(batch, err, undefined, unprovenFailure(err))
+      await this.#refused(batch, failed, undefined, unprovenFailure(failed))
       return
     }
     const queue = batch.queue

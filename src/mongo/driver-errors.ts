@@ -33,6 +33,9 @@ export const Label = Object.freeze({
   RetryableError: 'RetryableError',
 } as const)
 
+/** A label the buffer reads (Label's values). */
+export type LabelName = typeof Label[keyof typeof Label]
+
 /** A write error as the server sends it, by the index of its statement (a bulkWrite's and a write command's alike). */
 export interface ServerWriteError { index: number, code: number, errmsg?: string, errInfo?: unknown }
 
@@ -42,22 +45,24 @@ export interface PartialFailure {
   result?: { upsertedIds?: Record<number, unknown>, getWriteConcernError?: () => { errmsg?: string, code?: number } | undefined }
 }
 
-/** Whether `err` names refused writes (`writeErrors`, at least one): the one place that reads the field off whatever was thrown. */
-export function hasWriteErrors (err: unknown): err is PartialFailure {
-  const writeErrors = (err as { writeErrors?: unknown } | null | undefined)?.writeErrors
-  return Array.isArray(writeErrors) && writeErrors.length > 0
-}
-
 // MongoDB 8.x admission control: the server refused the command before executing it
 // (IngressRequestRateLimitExceeded 462, and any overload refusal labelled SystemOverloadedError
 // *and* RetryableError). InterruptedDueToOverload (473) carries SystemOverloadedError without
 // RetryableError: the server killed a command it was running, which may have applied part of it.
-const OVERLOADED = 462
-const INTERRUPTED_DUE_TO_OVERLOAD = 473
+/** The server's codes the buffer reads by number (the rest are server-codes.ts's table). */
+export const ServerCode = Object.freeze({
+  /** InvalidLength: a command with no statements, or more than the server's write batch bound */
+  INVALID_LENGTH: 16,
+  /** IngressRequestRateLimitExceeded (8.x admission control): refused before running */
+  OVERLOADED: 462,
+  /** 8.x admission control's other refusal under load */
+  OVERLOAD_REFUSED: 463,
+  /** InterruptedDueToOverload (8.x): a running command killed to shed load, maybe partly applied */
+  INTERRUPTED_DUE_TO_OVERLOAD: 473,
+} as const)
+
 /** the codes of a server shedding load: refused (462, 463) or interrupted (473) */
-const OVERLOAD_CODES: ReadonlySet<number> = new Set([OVERLOADED, 463, INTERRUPTED_DUE_TO_OVERLOAD])
-/** InvalidLength: a command with no statements, or more than the server's write batch bound */
-const INVALID_LENGTH = 16
+const OVERLOAD_CODES: ReadonlySet<number> = new Set([ServerCode.OVERLOADED, ServerCode.OVERLOAD_REFUSED, ServerCode.INTERRUPTED_DUE_TO_OVERLOAD])
 
 /**
  * A socket's own error that reaches us unwrapped: the driver (mongodb 7.9) rethrows the
@@ -80,10 +85,10 @@ function nameOf (e: MaybeMongoError | null | undefined): string {
  * A MongoBulkWriteError caused by a network failure has an empty `writeErrors` and wraps
  * the real error in `errorResponse`; unwrap it before deciding anything.
  */
-function unwrap (err: unknown): unknown {
+function unwrap (err: unknown): MaybeMongoError | null | undefined {
   const e = err as MaybeMongoError | null | undefined
   if (e?.name === 'MongoBulkWriteError' && e.errorResponse instanceof Error) return e.errorResponse
-  return err
+  return e
 }
 
 /** A MongoBulkWriteError carrying the server's `{ ok: 0 }` reply: the whole command was refused. */
@@ -92,108 +97,171 @@ function isCommandError (e: MaybeMongoError): boolean {
   return e.name === 'MongoServerError' || (e.name === 'MongoBulkWriteError' && r !== null && typeof r === 'object' && r.ok === 0)
 }
 
-/**
- * A command the server answered `{ ok: 0 }` (unauthorized, MaxTimeMSExpired, overloaded…)
- * comes back from the driver as if it were a write error at index 0, with the bulk result's
- * `ok` at 0 (the driver's mergeBatchResults). It is the whole command's failure, not the
- * first write's: this returns it as the command error it is, or undefined for a real
- * per-write failure.
- */
-export function commandRefusal (err: unknown): unknown {
-  const e = err as { writeErrors?: unknown[], result?: { ok?: unknown } } | null | undefined
-  const first = e?.writeErrors?.[0] as { index?: unknown, code?: unknown, errmsg?: unknown, errInfo?: unknown } | undefined
-  if (e?.result?.ok !== 0 || e.writeErrors?.length !== 1 || first?.index !== 0) return undefined
-  const refusal = Object.assign(new Error(typeof first.errmsg === 'string' ? first.errmsg : 'command failed', { cause: err }), {
-    code: first.code,
-    errorResponse: { ok: 0, code: first.code, errmsg: first.errmsg },
-    hasErrorLabel: (label: string) => (err as MaybeMongoError).hasErrorLabel?.(label) === true,
-  })
-  Object.defineProperty(refusal, 'name', { value: 'MongoServerError' })
-  return refusal
-}
+/** What a failure is: the server refused the whole command (`ok: 0`), refused some writes (`writeErrors`), or anything else. */
+export type FailureKind = 'refusal' | 'write-errors' | 'other'
+
+/** What the driver's bulk result says was done, read for progress. */
+interface BulkCounts { insertedCount?: number, matchedCount?: number, deletedCount?: number, upsertedCount?: number }
 
 /**
- * Classifies an error that failed a whole bulkWrite (no per-op writeErrors).
- * `driverMayRetry`: the driver's own retryable writes are on for this deployment (replica
- * set / sharded). Then a "never sent" error such as server selection may be the answer to
- * the driver's *second* attempt, after a first one that was possibly applied — unless the
- * server labelled it NoWritesPerformed. Such errors are 'unknown' (still transient).
+ * The library's view of whatever the driver threw: the one place that reads the thrown value
+ * (unwraps it, names it, reads its code, labels, write errors and reply); everything else reads
+ * this view. Read once per failed batch (or isolated part), never per write.
+ *
+ * Errors are told apart by `name`, never `instanceof`: several copies of the driver may be
+ * loaded at once (its CJS and ESM builds, a user's own mongodb beside ours), and an error of
+ * one is no instance of another's classes.
  */
-export function classify (err: unknown, driverMayRetry: boolean, everConnected = true, serverIsMongoDB = false): Failure {
-  const e = unwrap(err) as MaybeMongoError | null | undefined
-  const name = nameOf(e)
-  const noWrites = e?.hasErrorLabel?.(Label.NoWritesPerformed) === true
-  const notSent: WriteOutcome = driverMayRetry && !noWrites ? 'unknown' : 'not-sent'
-  const f = classifyError(e ?? {}, name, notSent, everConnected, serverIsMongoDB)
-  // belt and braces: a result that shows progress means part of the batch was applied
-  const r = (err as { result?: { insertedCount?: number, matchedCount?: number, deletedCount?: number, upsertedCount?: number } } | null | undefined)?.result
-  if (f.outcome === 'not-sent' && r !== undefined &&
-    (r.insertedCount ?? 0) + (r.matchedCount ?? 0) + (r.deletedCount ?? 0) + (r.upsertedCount ?? 0) > 0) {
-    return { ...f, outcome: 'unknown' }
-  }
-  return f
-}
+export class DriverFailure {
+  readonly kind: FailureKind
+  /**
+   * The error users see for this failure (the `cause` of what they are told): as thrown — or,
+   * for a command refusal the driver shaped as a write error at index 0 (see below), the
+   * command's own error, its `cause` the thrown one.
+   */
+  readonly error: unknown
+  /** the error's name (a MongoBulkWriteError's wrapped network error unwrapped; a socket's own error named MongoNetworkError) */
+  readonly name: string
+  /** the server's code, if numeric */
+  readonly code: number | undefined
+  /** the server's message (a refusal's `errmsg`), if any */
+  readonly message: string | undefined
+  /** the refused writes by index, when kind is 'write-errors' (the thrown error itself) */
+  readonly partial: PartialFailure | undefined
+  /** InvalidLength's "Write batch sizes must be between 1 and N": N (the function writeBatchBound, below) */
+  readonly writeBatchBound: number | undefined
+  /** the connection closed under the command (a network error that is not a timeout, or a socket's own error) */
+  readonly closedConnection: boolean
+  /** the server answered that it is overloaded (462, 463, 473, SystemOverloadedError) */
+  readonly overload: boolean
+  /** the error as classify reads it (unwrapped): a Failure's `error` */
+  readonly #read: unknown
+  /** the reply was the server's `ok: 0` (MongoServerError, or a MongoBulkWriteError carrying one) */
+  readonly #commandError: boolean
+  /** the error whose labels are read */
+  readonly #labelled: MaybeMongoError | null | undefined
+  /** the bulk result showed progress: part of the batch was applied */
+  readonly #progress: boolean
 
-/** Whether a failure is the server's answer refusing the whole command (`ok: 0`), not a write concern error or a client-side one. */
-export function isServerRefusal (err: unknown): boolean {
-  const e = unwrap(err) as MaybeMongoError | null | undefined
-  return e !== null && e !== undefined && typeof e.code === 'number' && isCommandError(e)
-}
-
-function classifyError (e: MaybeMongoError, name: string, notSent: WriteOutcome, everConnected: boolean, serverIsMongoDB: boolean): Failure {
-  const noWrites = e.hasErrorLabel?.(Label.NoWritesPerformed) === true
-  switch (name) {
-    case 'MongoServerSelectionError':
-    case 'MongoPoolClearedError':
-    case 'MongoWaitQueueTimeoutError':
-      return { outcome: notSent, transient: true, error: e }
-    case 'MongoNotConnectedError':
-      return { outcome: 'not-sent', transient: false, error: e }
-    case 'MongoTopologyClosedError':
-    case 'MongoClientClosedError':
-    case 'MongoPoolClosedError':
-      // the client was closed under us: the command may have been on the wire, and the
-      // server applies what it received (measured: a batch reported so had been applied) —
-      // unless no server was ever reached (a first connect that failed closes the topology)
-      return { outcome: everConnected ? 'unknown' : 'not-sent', transient: false, error: e }
-    case 'MongoNetworkError':
-    case 'MongoNetworkTimeoutError':
-      return { outcome: 'unknown', transient: true, error: e }
-    case 'MongoOperationTimeoutError':
-      return { outcome: 'unknown', transient: false, error: e }
-  }
-  const code = typeof e.code === 'number' ? e.code : undefined
-  if (name === 'MongoServerError' || (name === 'MongoBulkWriteError' && code !== undefined)) {
-    // a command-level answer from the server, or (a MongoBulkWriteError without an
-    // `ok: 0` reply) a write concern error: applied, but not as durably as asked
-    if (!isCommandError(e)) return { outcome: 'unknown', transient: false, error: e }
-    // The whole command was refused. Nothing of it was applied only if MongoDB itself raised
-    // a code it raises before running any statement (server-codes.ts); anything else may have
-    // come after some statements were applied (docs/server-behaviours.md: `ok: 0` does not prove nothing was applied): ambiguous.
-    const overloaded = code === OVERLOADED ||
-      (e.hasErrorLabel?.(Label.SystemOverloadedError) === true && e.hasErrorLabel(Label.RetryableError) && code !== INTERRUPTED_DUE_TO_OVERLOAD)
-    const rule = overloaded ? ruleOf(OVERLOADED) : ruleOf(code)
-    const transient = rule.transient || e.hasErrorLabel?.(Label.RetryableWriteError) === true
-    // NoWritesPerformed: the server's own word that this command (and any retry) applied nothing
-    if (noWrites || (rule.when === 'before' && serverIsMongoDB)) {
-      // refused before running: a transient refusal (not primary, overloaded) was not applied
-      // — unless it answers the driver's own retry of an attempt that was (notSent says so)
-      return { outcome: transient ? notSent : 'rejected', transient, error: e }
+  constructor (thrown: unknown) {
+    const raw = thrown as (MaybeMongoError & { message?: unknown, result?: BulkCounts & { ok?: unknown } }) | null | undefined
+    const writeErrors = raw?.writeErrors
+    const hasWriteErrors = Array.isArray(writeErrors) && writeErrors.length > 0
+    const first = hasWriteErrors ? writeErrors[0] as { index?: unknown, code?: unknown, errmsg?: unknown } | undefined : undefined
+    // A command the server answered `{ ok: 0 }` (unauthorized, MaxTimeMSExpired, overloaded…)
+    // comes back from the driver as if it were a write error at index 0, with the bulk result's
+    // `ok` at 0 (the driver's mergeBatchResults). It is the whole command's failure, not the
+    // first write's: read as the command error it is.
+    if (raw?.result?.ok === 0 && writeErrors?.length === 1 && first?.index === 0) {
+      this.kind = 'refusal'
+      this.name = 'MongoServerError'
+      this.code = typeof first.code === 'number' ? first.code : undefined
+      this.message = typeof first.errmsg === 'string' ? first.errmsg : 'command failed'
+      this.#commandError = true
+      this.#progress = false
+      this.#labelled = raw
+      this.partial = undefined
+      // what users are told of it (kept as it was: the command's own error, its cause the thrown one)
+      const refusal = Object.assign(new Error(this.message, { cause: thrown }), {
+        code: first.code,
+        errorResponse: { ok: 0, code: first.code, errmsg: first.errmsg },
+        hasErrorLabel: (label: string) => raw.hasErrorLabel?.(label) === true,
+      })
+      Object.defineProperty(refusal, 'name', { value: 'MongoServerError' })
+      this.error = refusal
+      this.#read = refusal
+    } else {
+      const e = unwrap(thrown)
+      this.#labelled = e
+      this.name = nameOf(e)
+      this.code = typeof e?.code === 'number' ? e.code : undefined
+      this.message = typeof (e as { message?: unknown } | null | undefined)?.message === 'string' ? (e as { message: string }).message : undefined
+      this.#commandError = e !== null && e !== undefined && isCommandError(e)
+      this.kind = hasWriteErrors ? 'write-errors' : this.code !== undefined && this.#commandError ? 'refusal' : 'other'
+      this.partial = hasWriteErrors ? thrown as PartialFailure : undefined
+      const r = raw?.result
+      this.#progress = r !== undefined && (r.insertedCount ?? 0) + (r.matchedCount ?? 0) + (r.deletedCount ?? 0) + (r.upsertedCount ?? 0) > 0
+      this.error = thrown
+      this.#read = e ?? {}
     }
-    return { outcome: 'unknown', transient, error: e }
+    this.closedConnection = this.name === 'MongoNetworkError'
+    this.overload = (this.code !== undefined && OVERLOAD_CODES.has(this.code)) || this.hasLabel(Label.SystemOverloadedError)
+    this.writeBatchBound = writeBatchBound(this.code, this.message)
   }
-  return { outcome: 'unknown', transient: false, error: e }
+
+  /** Whether the server (or the driver) put `label` on the error. */
+  hasLabel (label: LabelName): boolean {
+    return this.#labelled?.hasErrorLabel?.(label) === true
+  }
+
+  /**
+   * What the failure means for the writes of the batch, as a whole.
+   * `driverMayRetry`: the driver's own retryable writes are on for this deployment (replica
+   * set / sharded). Then a "never sent" error such as server selection may be the answer to
+   * the driver's *second* attempt, after a first one that was possibly applied — unless the
+   * server labelled it NoWritesPerformed. Such errors are 'unknown' (still transient).
+   */
+  classify (driverMayRetry: boolean, everConnected = true, serverIsMongoDB = false): Failure {
+    const notSent: WriteOutcome = driverMayRetry && !this.hasLabel(Label.NoWritesPerformed) ? 'unknown' : 'not-sent'
+    const f = this.#classify(notSent, everConnected, serverIsMongoDB)
+    // belt and braces: a result that shows progress means part of the batch was applied
+    return f.outcome === 'not-sent' && this.#progress ? { ...f, outcome: 'unknown' } : f
+  }
+
+  #classify (notSent: WriteOutcome, everConnected: boolean, serverIsMongoDB: boolean): Failure {
+    const error = this.#read
+    switch (this.name) {
+      case 'MongoServerSelectionError':
+      case 'MongoPoolClearedError':
+      case 'MongoWaitQueueTimeoutError':
+        return { outcome: notSent, transient: true, error }
+      case 'MongoNotConnectedError':
+        return { outcome: 'not-sent', transient: false, error }
+      case 'MongoTopologyClosedError':
+      case 'MongoClientClosedError':
+      case 'MongoPoolClosedError':
+        // the client was closed under us: the command may have been on the wire, and the
+        // server applies what it received (measured: a batch reported so had been applied) —
+        // unless no server was ever reached (a first connect that failed closes the topology)
+        return { outcome: everConnected ? 'unknown' : 'not-sent', transient: false, error }
+      case 'MongoNetworkError':
+      case 'MongoNetworkTimeoutError':
+        return { outcome: 'unknown', transient: true, error }
+      case 'MongoOperationTimeoutError':
+        return { outcome: 'unknown', transient: false, error }
+    }
+    const code = this.code
+    if (this.name === 'MongoServerError' || (this.name === 'MongoBulkWriteError' && code !== undefined)) {
+      // a command-level answer from the server, or (a MongoBulkWriteError without an
+      // `ok: 0` reply) a write concern error: applied, but not as durably as asked
+      if (!this.#commandError) return { outcome: 'unknown', transient: false, error }
+      // The whole command was refused. Nothing of it was applied only if MongoDB itself raised
+      // a code it raises before running any statement (server-codes.ts); anything else may have
+      // come after some statements were applied (docs/server-behaviours.md: `ok: 0` does not prove nothing was applied): ambiguous.
+      const overloaded = code === ServerCode.OVERLOADED ||
+        (this.hasLabel(Label.SystemOverloadedError) && this.hasLabel(Label.RetryableError) && code !== ServerCode.INTERRUPTED_DUE_TO_OVERLOAD)
+      const rule = overloaded ? ruleOf(ServerCode.OVERLOADED) : ruleOf(code)
+      const transient = rule.transient || this.hasLabel(Label.RetryableWriteError)
+      // NoWritesPerformed: the server's own word that this command (and any retry) applied nothing
+      if (this.hasLabel(Label.NoWritesPerformed) || (rule.when === 'before' && serverIsMongoDB)) {
+        // refused before running: a transient refusal (not primary, overloaded) was not applied
+        // — unless it answers the driver's own retry of an attempt that was (notSent says so)
+        return { outcome: transient ? notSent : 'rejected', transient, error }
+      }
+      return { outcome: 'unknown', transient, error }
+    }
+    return { outcome: 'unknown', transient: false, error }
+  }
 }
 
-/**
- * Whether the server answered that it is overloaded: an overload code (462, 463, 473) or the
- * `SystemOverloadedError` label, however the driver wrapped it. What it means for the writes is
- * `classify`'s; this says only that the server asks for less (the in-flight limit halves).
- */
-export function isOverload (err: unknown): boolean {
-  const e = unwrap(err) as MaybeMongoError | null | undefined
-  if (e === null || e === undefined) return false
-  return (typeof e.code === 'number' && OVERLOAD_CODES.has(e.code)) || e.hasErrorLabel?.(Label.SystemOverloadedError) === true
+/** Reads what the driver threw (once per failed batch): see DriverFailure. */
+export function readFailure (thrown: unknown): DriverFailure {
+  return new DriverFailure(thrown)
+}
+
+/** What a whole-batch failure means (`DriverFailure#classify`), read from what the driver threw. */
+export function classify (err: unknown, driverMayRetry: boolean, everConnected = true, serverIsMongoDB = false): Failure {
+  return readFailure(err).classify(driverMayRetry, everConnected, serverIsMongoDB)
 }
 
 /** One line for logs and error messages: `Name code: message`. */
@@ -210,19 +278,9 @@ export function describeError (err: unknown): string {
  * 100,000). Both raise it while reading the command, before any statement runs. Undefined for
  * any other failure.
  */
-export function writeBatchBoundOf (err: unknown): number | undefined {
-  const e = unwrap(err) as MaybeMongoError | null | undefined
-  if (e === null || e === undefined || e.code !== INVALID_LENGTH) return undefined
-  const m = /Write batch sizes must be between 1 and (\d+)/.exec(String((e as { message?: unknown }).message))
+function writeBatchBound (code: number | undefined, message: string | undefined): number | undefined {
+  if (code !== ServerCode.INVALID_LENGTH) return undefined
+  const m = /Write batch sizes must be between 1 and (\d+)/.exec(String(message))
   const bound = m === null ? NaN : Number(m[1])
   return Number.isSafeInteger(bound) && bound > 0 ? bound : undefined
-}
-
-/**
- * Whether the connection closed under the command (a network error that is not a timeout, or a
- * socket's own error): what a server that drops the connection on a document it cannot take does
- * (FerretDB 1.24 on NaN: docs/server-behaviours.md: a poison can close the connection), as a cut does.
- */
-export function closedConnection (err: unknown): boolean {
-  return nameOf(unwrap(err) as MaybeMongoError | null | undefined) === 'MongoNetworkError'
 }
