@@ -47,9 +47,9 @@ export class IsolationOutcome implements Isolation {
   readonly refused: Array<{ op: WriteOp, err: Error }> = []
   readonly toSendAgain: WriteOp[] = []
   uncoalescedCount = 0
-  /** writes whose part failed otherwise, and the first such failure */
+  /** writes whose part failed otherwise, all of them; and each such part with its own failure (judged by it: Sender#failedParts) */
   readonly failedOps: WriteOp[] = []
-  failedWith: DriverFailure | undefined = undefined
+  readonly failedParts: Array<{ ops: WriteOp[], failed: DriverFailure }> = []
 
   acknowledged (op: WriteOp, result: WriteResult): void {
     this.applied.push(op)
@@ -65,7 +65,7 @@ export class IsolationOutcome implements Isolation {
 
   failed (ops: WriteOp[], failed: DriverFailure): void {
     this.failedOps.push(...ops)
-    this.failedWith ??= failed
+    this.failedParts.push({ ops, failed })
   }
 }
 

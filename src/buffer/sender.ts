@@ -266,12 +266,7 @@ export class Sender {
     const fence = this.#closedFence(closed)
     const later = fence === undefined ? [] : out.toSendAgain.filter(op => op.state === IN_FLIGHT)
     this.#apply(queue, out, later.length === 0 ? out.toSendAgain : out.toSendAgain.filter(op => op.state !== IN_FLIGHT))
-    const failedWith = out.failedWith
-    if (failedWith !== undefined && out.failedOps.length > 0) {
-      this.#wholeFailed(batch, failedWith, this.#classifyWhole(failedWith, route), span, out.failedOps)
-    } else {
-      this.#return(batch)
-    }
+    this.#failedParts(batch, out.failedParts.map(p => ({ cause: p.failed, failure: this.#classifyWhole(p.failed, route), ops: p.ops })), span)
     if (fence === undefined) return
     if (later.length > 0) this.#retryAfter(queue, later, fence)
     // the writes failed otherwise (failedOps) are fenced by #wholeFailed, by their own failure
@@ -342,10 +337,36 @@ export class Sender {
    * maxTimeMS bounds. So a late attempt never lands after a later write to its document.
    * A server's answer (`ok: 0`) ends its command: on a standalone server, whose driver never
    * retries on its own, nothing is left running to fence. `failure`: what `cause` means
-   * (#classifyWhole, or #classifyRefusal for a refusal); `ops`: the writes it failed (default:
-   * every write of the batch not settled yet).
+   * (#classifyWhole, or #classifyRefusal for a refusal); it failed every write of the batch not
+   * settled yet.
    */
-  #wholeFailed (batch: Batch<CollectionQueue>, cause: DriverFailure, failure: Failure, span: TraceLink | undefined, ops?: WriteOp[]): void {
+  #wholeFailed (batch: Batch<CollectionQueue>, cause: DriverFailure, failure: Failure, span: TraceLink | undefined): void {
+    this.#failedParts(batch, [{ cause, failure, ops: batch.ops.filter(op => op.state !== SETTLED) }], span)
+  }
+
+  /**
+   * Writes failed, in parts, each part by its own failure (a whole batch is one part; an
+   * isolation's halves that failed otherwise are one part each: a half cut on the wire is not
+   * judged by a sibling that was never sent). Each write is rejected or kept to send again;
+   * then the batch is returned once, and the writes to send again, and those told `unknown`,
+   * hold their targets again in that same turn (Retries), each part with its own fence.
+   */
+  #failedParts (batch: Batch<CollectionQueue>, parts: ReadonlyArray<{ cause: DriverFailure, failure: Failure, ops: WriteOp[] }>, span: TraceLink | undefined): void {
+    const held = parts.map(p => this.#judge(batch, p.cause, p.failure, p.ops))
+    this.#return(batch)
+    // held again before any pump can run: a later write to these targets must not overtake them
+    for (const { retry, fenced, fence } of held) {
+      if (retry.length > 0) {
+        // the retry's span is a child of this attempt's
+        if (span !== undefined) for (const op of retry) op.retryAfter(span)
+        this.retries.schedule(new Batch(batch.queue, retry, false), fence)
+      }
+      if (fenced.length > 0 && fence !== undefined) this.retries.fence(new Batch(batch.queue, fenced, false), fence)
+    }
+  }
+
+  /** Each write of `live` rejected (its caller told) or kept to send again, by `failure`; what must hold its targets, and the fence. */
+  #judge (batch: Batch<CollectionQueue>, cause: DriverFailure, failure: Failure, live: WriteOp[]): { retry: WriteOp[], fenced: WriteOp[], fence: Fence | undefined } {
     const name = batch.queue.name
     const now = this.options.clock.now()
     const answered = cause.kind === 'refusal' && cause.code !== undefined && !this.#wire.mayResend(batch.route)
@@ -354,7 +375,6 @@ export class Sender {
     const retry: WriteOp[] = []
     const fenced: WriteOp[] = []
     let failed = 0
-    const live = ops ?? batch.ops.filter(op => op.state !== SETTLED)
     // a retry goes no sooner than its backoff and the fence: one that would miss its deadline is not made
     const retryAt = Math.max(now + this.options.baseDelayMs, fenceUntil)
     if (failure.outcome === 'unknown') for (const op of live) op.mayHaveApplied()
@@ -381,14 +401,7 @@ export class Sender {
       this.options.logger?.error({ collection: name, ops: batch.size, failed, retrying: retry.length, err: describeError(failure.error) },
         'write buffer: batch failed')
     }
-    this.#return(batch)
-    // held again before any pump can run: a later write to these targets must not overtake them
-    if (retry.length > 0) {
-      // the retry's span is a child of this attempt's
-      if (span !== undefined) for (const op of retry) op.retryAfter(span)
-      this.retries.schedule(new Batch(batch.queue, retry, false), fence)
-    }
-    if (fenced.length > 0 && fence !== undefined) this.retries.fence(new Batch(batch.queue, fenced, false), fence)
+    return { retry, fenced, fence }
   }
 
   /** Acts on what was decided per write: the applied resolved (told to the cache bus first), the refused rejected, the rest sent again. */

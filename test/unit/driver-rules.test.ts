@@ -66,6 +66,22 @@ describe('the driver\'s rules', () => {
     expect(results.map(outcomeOf)).toEqual(Array(3).fill('WRITE_BUFFER_BATCH_FAILED/rejected'))
   })
 
+  it('an isolation whose halves fail otherwise, each differently: each half is judged by its own failure (review: both were judged by the first, a $inc cut mid-command was resent as not-sent)', async () => {
+    const { db, calls } = fakeDb((models, n) => {
+      // the whole command: refused by MongoDB before running (BadValue), then split in halves
+      if (n === 1) throw named('MongoServerError', { code: 2, errorResponse: { ok: 0, code: 2 } })
+      if (n === 2) throw named('MongoServerSelectionError') // first half: never sent, sent again
+      if (n === 3) throw named('MongoNetworkError') // second half: cut while on the wire: maybe applied
+      return ok
+    })
+    const wb = new WriteBuffer(db, quick)
+    const c = wb.collection('c')
+    const results = await Promise.allSettled([0, 1, 2, 3].map(i => c.updateOne({ _id: i }, { $inc: { n: 1 } }, { upsert: true })))
+    expect(results.map(outcomeOf)).toEqual(['acknowledged', 'acknowledged', 'WRITE_BUFFER_BATCH_FAILED/unknown', 'WRITE_BUFFER_BATCH_FAILED/unknown'])
+    expect(calls.length).toBe(4) // the first half once more; the second never again
+    await wb.close()
+  })
+
   it('a real write error at index 0 (result ok 1) rejects only that write', async () => {
     const dup = named('MongoBulkWriteError', { code: 11000, writeErrors: [{ index: 0, code: 11000, errmsg: 'dup' }], result: { ok: 1 } })
     const { db } = fakeDb(() => dup)
