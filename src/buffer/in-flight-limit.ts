@@ -12,8 +12,13 @@
  *   bought throughput; when the time per write grows with the slots, they only queue;
  * - once per *round* (as many answers as the limit: about one round trip of every slot) the
  *   round's time per write (its round trips summed over its writes summed) is compared with
- *   the least seen over the last one to two WINDOW_MS: within GROW_BELOW of it, one slot more;
- *   above SHRINK_ABOVE, a quarter less (at least one); between, as it is;
+ *   the least seen over the last one to two WINDOW_MS, as Vegas does: the batches queued
+ *   somewhere are about `limit × (1 − least / now)` (a batch's share of the round trip that is
+ *   not service). At most GROW_AT queued: one slot more; more than SHRINK_AT: a quarter less
+ *   (at least one); between, as it is. So the limit settles where a few batches wait at the
+ *   server, whatever the limit: a server that serves more in parallel earns more slots, one
+ *   that only queues them keeps a few (a fixed ratio of round trips, tried first, shrank a
+ *   one-worker server's limit to 1-2 and lost 16% of its throughput: bench overload (a));
  * - a round in which the limit was not nearly used (fewer than half of it in flight at every
  *   answer) moves nothing: it measured the load, not the limit (an idle or lone collection);
  * - the server saying it is overloaded (462, 463, 473, `SystemOverloadedError`) halves the
@@ -24,10 +29,10 @@
  * Fixed (`inFlightLimit: 'fixed'`): the value is the ceiling and nothing moves.
  */
 
-/** A round's time per write within this factor of the least seen: one slot more. */
-export const GROW_BELOW = 1.25
-/** A round's time per write beyond this factor of the least seen: a quarter less. */
-export const SHRINK_ABOVE = 2
+/** Batches estimated queued (Vegas: limit × (1 − least / time per write)) at most this many: one slot more. */
+export const GROW_AT = 3
+/** Batches estimated queued beyond this many: a quarter less. */
+export const SHRINK_AT = 6
 /** The least time per write is the least of the current window and the previous one: it follows a server that became slower for good within two windows. */
 export const WINDOW_MS = 30_000
 /** Where the adaptive limit starts (the ceiling if lower): the fixed default of before. */
@@ -98,12 +103,13 @@ export class InFlightLimit {
     if (perWrite <= 0) return // nothing measured (overload answers only, or a clock that stood still)
     const least = this.#leastAt(perWrite, now)
     if (halved || !used) return
-    if (perWrite <= least * GROW_BELOW) {
+    const queued = this.#value * (1 - least / perWrite)
+    if (queued <= GROW_AT) {
       if (this.#value < this.ceiling) {
         this.#value++
         this.grown++
       }
-    } else if (perWrite > least * SHRINK_ABOVE && this.#value > 1) {
+    } else if (queued > SHRINK_AT && this.#value > 1) {
       this.#value = Math.max(1, Math.min(this.#value - 1, Math.floor(this.#value * 0.75)))
       this.shrunk++
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { GROW_BELOW, InFlightLimit, INITIAL_LIMIT, SHRINK_ABOVE, WINDOW_MS } from '../../src/buffer/in-flight-limit.js'
+import { GROW_AT, InFlightLimit, INITIAL_LIMIT, SHRINK_AT, WINDOW_MS } from '../../src/buffer/in-flight-limit.js'
 
 // The rule of the in-flight limit, driven by a fake clock (`now` is passed in: the module reads
 // none). Each test below fails if the limit stayed fixed at its ceiling (maxInFlight): it asserts
@@ -34,19 +34,35 @@ describe('the adaptive in-flight limit (in-flight-limit.ts)', () => {
     expect(rounds(limit, 14, 0.05)).toEqual([5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 16, 16])
   })
 
-  it('shrinks by a quarter per round when the time per write grows past twice the least (queueing), down to 1', () => {
+  it('shrinks by a quarter per round while more than SHRINK_AT batches are estimated queued (Vegas: limit × (1 − least / time per write)), then holds', () => {
     const limit = new InFlightLimit(CEILING, true)
     rounds(limit, 8, 0.05)
     expect(limit.value).toBe(12)
-    expect(rounds(limit, 7, 0.05 * (SHRINK_ABOVE + 1))).toEqual([9, 6, 4, 3, 2, 1, 1])
+    // three times the least: 12 × 2/3 = 8 queued → 9; 9 × 2/3 = 6 queued: no more than SHRINK_AT
+    expect(rounds(limit, 4, 0.15)).toEqual([9, 9, 9, 9])
+    // ten times: 9 × 0.9 = 8.1 → 6; 6 × 0.9 = 5.4 → holds
+    expect(rounds(limit, 3, 0.5)).toEqual([6, 6, 6])
+    expect(6 * 0.9).toBeGreaterThan(GROW_AT)
+    expect(6 * 0.9).toBeLessThanOrEqual(SHRINK_AT)
+  })
+
+  it('a server that only queues (one worker: time per write grows with the batches out) keeps a few slots, not one and not the ceiling', () => {
+    const limit = new InFlightLimit(CEILING, true)
+    const service = 0.05
+    const seen: number[] = []
+    // each batch waits for the ones ahead of it: time per write = batches out × service
+    for (let r = 0; r < 40; r++) seen.push(round(limit, limit.value * service))
+    const settled = seen.slice(20)
+    expect(Math.min(...settled)).toBeGreaterThan(1)
+    expect(Math.max(...settled)).toBeLessThan(CEILING)
   })
 
   it('holds between the two thresholds: neither more slots nor fewer', () => {
     const limit = new InFlightLimit(CEILING, true)
     rounds(limit, 2, 0.05)
     expect(limit.value).toBe(6)
-    const between = 0.05 * (GROW_BELOW + SHRINK_ABOVE) / 2
-    expect(rounds(limit, 5, between)).toEqual([6, 6, 6, 6, 6])
+    // 6 × (1 − 1/4) = 4.5 batches queued: more than GROW_AT, no more than SHRINK_AT
+    expect(rounds(limit, 5, 0.05 * 4)).toEqual([6, 6, 6, 6, 6])
   })
 
   it('measures per write, not per batch: batches twice as big taking twice as long are no queueing', () => {
@@ -103,12 +119,11 @@ describe('the adaptive in-flight limit (in-flight-limit.ts)', () => {
     const limit = new InFlightLimit(CEILING, true)
     rounds(limit, 4, 0.05)
     expect(limit.value).toBe(8)
-    // three times slower from now on: it shrinks, then holds at 1 while the old least counts
-    rounds(limit, 6, 0.15)
-    expect(limit.value).toBe(1)
+    // ten times slower from now on: 8 × 0.9 = 7.2 queued → 6, then it holds while the old least counts
+    expect(rounds(limit, 4, 0.5)).toEqual([6, 6, 6, 6])
     now += 2 * WINDOW_MS
     // the old least has aged out: the new time per write is the least, and it grows again
-    expect(rounds(limit, 3, 0.15)).toEqual([2, 3, 4])
+    expect(rounds(limit, 3, 0.5)).toEqual([7, 8, 9])
   })
 })
 
