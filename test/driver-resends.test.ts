@@ -1,9 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MongoClient, type Db } from 'mongodb'
+import { describe, expect, it } from 'vitest'
 import { WriteBuffer } from '../src/index.js'
-import { mongoUri, openDb } from './helpers.js'
 import { capabilities, server } from './support/capabilities.js'
-import { FaultProxy } from './support/fault-proxy.js'
+import { proxiedSuite } from './support/proxied.js'
 
 // Resends the buffer can vouch for (issue 41, docs/server-behaviours.md: a replica set in name only). On a replica set the driver resends
 // a failed write once by itself, with the same lsid + txnNumber; only a server that honours the
@@ -22,39 +20,28 @@ const SOCKET_TIMEOUT_MS = 1_000
 const HELD_MS = 2_500
 const MAX_TIME_MS = 3_000
 
-let proxy: FaultProxy
-let direct: { client: MongoClient, db: Db }
-
-beforeAll(async () => {
-  direct = await openDb('driver_resends')
-  proxy = await FaultProxy.start(mongoUri())
-})
-afterAll(async () => {
-  await proxy.close()
-  await direct.client.close()
-})
+const suite = proxiedSuite('driver_resends')
 
 describe('a first attempt that reaches the server late never lands behind a later acknowledged write', () => {
   it(`${DOCS} documents × ${ROUNDS} rounds: $set v=1 held past the socket timeout and delivered late, then $set v=2: every document ends at the last acknowledged write`, async () => {
-    const client = new MongoClient(proxy.uri(), { socketTimeoutMS: SOCKET_TIMEOUT_MS, serverSelectionTimeoutMS: 20_000 })
-    await client.connect()
-    const db = client.db(direct.db.databaseName)
+    const client = await suite.through({ socketTimeoutMS: SOCKET_TIMEOUT_MS })
+    const db = client.db(suite.direct.db.databaseName)
     const wb = new WriteBuffer(db, { maxTimeMS: MAX_TIME_MS, writeTimeoutMs: 0, retry: { maxAttempts: 5, baseDelayMs: 50 } })
     const path = capabilities().replicaSet ? 'the replica-set path (the driver sends lsid + txnNumber)' : 'a standalone server'
     const wrong: string[] = []
     try {
       for (let round = 0; round < ROUNDS; round++) {
         const name = `late_${round}`
-        await direct.db.collection<{ _id: number, v: number }>(name).insertMany(Array.from({ length: DOCS }, (_, i) => ({ _id: i, v: 0 })))
+        await suite.direct.db.collection<{ _id: number, v: number }>(name).insertMany(Array.from({ length: DOCS }, (_, i) => ({ _id: i, v: 0 })))
         const c = wb.collection<{ _id: number, v: number }>(name)
         // the first update command on this collection is held HELD_MS, then delivered; its reply is dropped
-        const held = proxy.fail({ commands: ['update'], collection: name, blockConnection: true, blockTimeMS: HELD_MS, times: 1 })
+        const held = suite.proxy.fail({ commands: ['update'], collection: name, blockConnection: true, blockTimeMS: HELD_MS, times: 1 })
         const first = await Promise.allSettled(Array.from({ length: DOCS }, (_, i) => c.updateOne({ _id: i }, { $set: { v: 1 } })))
         expect(held.fired).toBe(1)
         const second = await Promise.allSettled(Array.from({ length: DOCS }, (_, i) => c.updateOne({ _id: i }, { $set: { v: 2 } })))
         // give the held attempt time to land, whatever the buffer did
         await new Promise(resolve => setTimeout(resolve, HELD_MS))
-        const docs = await direct.db.collection<{ _id: number, v: number }>(name).find().toArray()
+        const docs = await suite.direct.db.collection<{ _id: number, v: number }>(name).find().toArray()
         for (const doc of docs) {
           const i = doc._id
           // the value of the last write its caller was told applied (0 if neither)

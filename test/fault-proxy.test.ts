@@ -1,9 +1,10 @@
 import net from 'node:net'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { BSON, MongoClient, MongoNetworkError, MongoServerError, MongoWriteConcernError, type Db, type MongoClientOptions } from 'mongodb'
-import { mongoUri, openDb } from './helpers.js'
+import { mongoUri } from './helpers.js'
 import { lacks } from './support/capabilities.js'
 import { FaultProxy } from './support/fault-proxy.js'
+import { proxiedSuite } from './support/proxied.js'
 import { MessageFramer, OP_MSG, readCommand } from './support/wire-messages.js'
 
 // The fault injector itself, against the suite's server: each rule kind does what MongoDB's
@@ -11,34 +12,16 @@ import { MessageFramer, OP_MSG, readCommand } from './support/wire-messages.js'
 // replica set behind the proxy is discovered through it, never around it. Each test has its own
 // collection and its own client through the proxy; nothing here asserts a duration.
 
-let proxy: FaultProxy
-let direct: { client: MongoClient, db: Db }
-const clients: MongoClient[] = []
-
-beforeAll(async () => {
-  direct = await openDb('fault_proxy')
-  proxy = await FaultProxy.start(mongoUri())
-})
-afterEach(async () => {
-  proxy.clear()
-  await Promise.all(clients.splice(0).map(c => c.close(true)))
-})
-afterAll(async () => {
-  await proxy.close()
-  await direct.client.close()
-})
+const suite = proxiedSuite('fault_proxy', { perTest: true })
 
 /** A client through the proxy, on the test database (closed after the test). */
 async function through (options: MongoClientOptions = {}): Promise<Db> {
-  const client = new MongoClient(proxy.uri(), { serverSelectionTimeoutMS: 10_000, retryWrites: false, ...options })
-  clients.push(client)
-  await client.connect()
-  return client.db(direct.db.databaseName)
+  return (await suite.through({ serverSelectionTimeoutMS: 10_000, retryWrites: false, ...options })).db(suite.direct.db.databaseName)
 }
 
 interface Doc { _id: number, x?: number }
 
-const stored = (collection: string, _id: number): Promise<Doc | null> => direct.db.collection<Doc>(collection).findOne({ _id })
+const stored = (collection: string, _id: number): Promise<Doc | null> => suite.direct.db.collection<Doc>(collection).findOne({ _id })
 
 /** Polls until `check` holds (a late write landing), up to `ms`. */
 async function eventually (check: () => Promise<boolean>, ms = 20_000): Promise<boolean> {
@@ -72,7 +55,7 @@ describe('framing', () => {
 describe('failCommand-like rules', () => {
   it('errorCode before: the client gets the server-shaped error, the document is not applied', async () => {
     const db = await through()
-    const rule = proxy.fail({ commands: ['insert'], collection: 'err_before', errorCode: 2, errmsg: 'injected', times: 1 })
+    const rule = suite.proxy.fail({ commands: ['insert'], collection: 'err_before', errorCode: 2, errmsg: 'injected', times: 1 })
     const err = await db.collection<Doc>('err_before').insertOne({ _id: 1 }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(MongoServerError)
     expect(err).toMatchObject({ code: 2, codeName: 'BadValue', errmsg: 'injected' })
@@ -85,7 +68,7 @@ describe('failCommand-like rules', () => {
 
   it('errorCode after: the document is applied, the client still gets the error (with the labels asked for)', async () => {
     const db = await through()
-    proxy.fail({ commands: ['insert'], collection: 'err_after', errorCode: 8, errorLabels: ['Injected'], when: 'after', times: 1 })
+    suite.proxy.fail({ commands: ['insert'], collection: 'err_after', errorCode: 8, errorLabels: ['Injected'], when: 'after', times: 1 })
     const err = await db.collection<Doc>('err_after').insertOne({ _id: 1 }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(MongoServerError)
     expect((err as MongoServerError).code).toBe(8)
@@ -95,7 +78,7 @@ describe('failCommand-like rules', () => {
 
   it('closeConnection before: a network error, nothing applied', async () => {
     const db = await through()
-    proxy.fail({ commands: ['insert'], collection: 'close_before', closeConnection: true, times: 1 })
+    suite.proxy.fail({ commands: ['insert'], collection: 'close_before', closeConnection: true, times: 1 })
     const err = await db.collection<Doc>('close_before').insertOne({ _id: 1 }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(MongoNetworkError)
     expect(await stored('close_before', 1)).toBeNull()
@@ -106,7 +89,7 @@ describe('failCommand-like rules', () => {
 
   it('closeConnection after: a network error, the document applied', async () => {
     const db = await through()
-    proxy.fail({ commands: ['insert'], collection: 'close_after', closeConnection: true, when: 'after', times: 1 })
+    suite.proxy.fail({ commands: ['insert'], collection: 'close_after', closeConnection: true, when: 'after', times: 1 })
     const err = await db.collection<Doc>('close_after').insertOne({ _id: 1 }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(MongoNetworkError)
     expect(await stored('close_after', 1)).not.toBeNull()
@@ -114,7 +97,7 @@ describe('failCommand-like rules', () => {
 
   it('blockConnection alone: the client times out, the request still reaches the server afterwards and is applied', async () => {
     const db = await through({ socketTimeoutMS: 500 })
-    const rule = proxy.fail({ commands: ['insert'], collection: 'blocked', blockConnection: true, blockTimeMS: 2_500, times: 1 })
+    const rule = suite.proxy.fail({ commands: ['insert'], collection: 'blocked', blockConnection: true, blockTimeMS: 2_500, times: 1 })
     const err = await db.collection<Doc>('blocked').insertOne({ _id: 1 }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(MongoNetworkError) // MongoNetworkTimeoutError: the client gave up first
     expect(rule.fired).toBe(1)
@@ -123,14 +106,14 @@ describe('failCommand-like rules', () => {
 
   it('blockConnection with errorCode: held, then failed, never applied', async () => {
     const db = await through()
-    proxy.fail({ commands: ['insert'], collection: 'blocked_err', blockConnection: true, blockTimeMS: 300, errorCode: 2, times: 1 })
+    suite.proxy.fail({ commands: ['insert'], collection: 'blocked_err', blockConnection: true, blockTimeMS: 300, errorCode: 2, times: 1 })
     await expect(db.collection<Doc>('blocked_err').insertOne({ _id: 1 })).rejects.toMatchObject({ code: 2 })
     expect(await stored('blocked_err', 1)).toBeNull()
   })
 
   it('writeConcernError: applied, and the driver reports a MongoWriteConcernError', async () => {
     const db = await through()
-    proxy.fail({ commands: ['insert'], collection: 'wce', writeConcernError: { code: 100, errmsg: 'injected wce', errInfo: { why: 'test' } }, times: 1 })
+    suite.proxy.fail({ commands: ['insert'], collection: 'wce', writeConcernError: { code: 100, errmsg: 'injected wce', errInfo: { why: 'test' } }, times: 1 })
     const err = await db.collection<Doc>('wce').insertOne({ _id: 1 }).catch((e: unknown) => e)
     expect(err).toBeInstanceOf(MongoWriteConcernError)
     expect(err).toMatchObject({ code: 100 })
@@ -139,19 +122,19 @@ describe('failCommand-like rules', () => {
 
   it('skip and times: the first two pass, the next two fail, the rest pass', async () => {
     const db = await through()
-    const rule = proxy.fail({ commands: ['insert'], collection: 'counts', errorCode: 2, skip: 2, times: 2 })
+    const rule = suite.proxy.fail({ commands: ['insert'], collection: 'counts', errorCode: 2, skip: 2, times: 2 })
     const outcomes: string[] = []
     for (let i = 0; i < 6; i++) {
       outcomes.push(await db.collection<Doc>('counts').insertOne({ _id: i }).then(() => 'ok', () => 'failed'))
     }
     expect(outcomes).toEqual(['ok', 'ok', 'failed', 'failed', 'ok', 'ok'])
     expect(rule.fired).toBe(2)
-    expect(await direct.db.collection<Doc>('counts').countDocuments()).toBe(4)
+    expect(await suite.direct.db.collection<Doc>('counts').countDocuments()).toBe(4)
   })
 
   it('off(): the rule stops firing', async () => {
     const db = await through()
-    const rule = proxy.fail({ commands: ['insert'], collection: 'off', errorCode: 2 })
+    const rule = suite.proxy.fail({ commands: ['insert'], collection: 'off', errorCode: 2 })
     await expect(db.collection<Doc>('off').insertOne({ _id: 1 })).rejects.toMatchObject({ code: 2 })
     rule.off()
     await db.collection<Doc>('off').insertOne({ _id: 2 })
@@ -161,23 +144,23 @@ describe('failCommand-like rules', () => {
   it('collection and appName filters: only the matching collection and the matching client are failed', async () => {
     const victim = await through({ appName: 'fp-victim' })
     const bystander = await through({ appName: 'fp-bystander' })
-    proxy.fail({ commands: ['insert'], collection: 'filtered', appName: 'fp-victim', errorCode: 2 })
+    suite.proxy.fail({ commands: ['insert'], collection: 'filtered', appName: 'fp-victim', errorCode: 2 })
     await expect(victim.collection<Doc>('filtered').insertOne({ _id: 1 })).rejects.toMatchObject({ code: 2 })
     await victim.collection<Doc>('other').insertOne({ _id: 1 })
     await bystander.collection<Doc>('filtered').insertOne({ _id: 2 })
     expect(await stored('filtered', 1)).toBeNull()
     expect(await stored('other', 1)).not.toBeNull()
     expect(await stored('filtered', 2)).not.toBeNull()
-    const inserts = proxy.seen().filter(c => c.name === 'insert')
+    const inserts = suite.proxy.seen().filter(c => c.name === 'insert')
     expect(inserts.map(c => [c.collection, c.appName, c.faulted])).toEqual([
       ['filtered', 'fp-victim', true], ['other', 'fp-victim', false], ['filtered', 'fp-bystander', false],
     ])
   })
 
   it('a malformed rule is a TypeError', () => {
-    expect(() => proxy.fail({ commands: [] as string[], errorCode: 2 })).toThrow(TypeError)
-    expect(() => proxy.fail({ commands: ['insert'] })).toThrow(TypeError)
-    expect(() => proxy.fail({ commands: ['insert'], blockConnection: true })).toThrow(TypeError)
+    expect(() => suite.proxy.fail({ commands: [] as string[], errorCode: 2 })).toThrow(TypeError)
+    expect(() => suite.proxy.fail({ commands: ['insert'] })).toThrow(TypeError)
+    expect(() => suite.proxy.fail({ commands: ['insert'], blockConnection: true })).toThrow(TypeError)
   })
 })
 
@@ -188,20 +171,20 @@ describe('seen()', () => {
     await coll.insertMany([{ _id: 1 }, { _id: 2 }, { _id: 3 }, { _id: 4 }, { _id: 5 }])
     await coll.bulkWrite([1, 2, 3].map(_id => ({ updateOne: { filter: { _id }, update: { $set: { x: 1 } } } })))
     await coll.deleteMany({ _id: { $gt: 3 } })
-    const log = proxy.seen()
+    const log = suite.proxy.seen()
     expect(log.some(c => c.name === 'isMaster' || c.name === 'hello' || c.name === 'ismaster')).toBe(true)
     const writes = log.filter(c => c.collection === 'seen' && c.appName === 'fp-seen')
     expect(writes.map(c => [c.name, c.statements, c.faulted])).toEqual([['insert', 5, false], ['update', 3, false], ['delete', 1, false]])
     expect(writes.every(c => c.lsid !== undefined && typeof c.at === 'number')).toBe(true)
-    proxy.clear()
-    expect(proxy.seen()).toEqual([])
+    suite.proxy.clear()
+    expect(suite.proxy.seen()).toEqual([])
   })
 })
 
 describe('replica set behind the proxy', () => {
   it.skipIf(lacks('replicaSet'))('replicaSet: the driver discovers the set through the proxy and every insert goes through it', async () => {
-    const client = new MongoClient(proxy.uri(), { serverSelectionTimeoutMS: 10_000 })
-    clients.push(client)
+    const client = new MongoClient(suite.proxy.uri(), { serverSelectionTimeoutMS: 10_000 })
+    suite.closes(client)
     let topology = ''
     const addresses = new Set<string>()
     client.on('topologyDescriptionChanged', ev => {
@@ -209,19 +192,19 @@ describe('replica set behind the proxy', () => {
       for (const address of ev.newDescription.servers.keys()) addresses.add(address)
     })
     await client.connect()
-    const coll = client.db(direct.db.databaseName).collection<Doc>('rs')
+    const coll = client.db(suite.direct.db.databaseName).collection<Doc>('rs')
     for (let i = 0; i < 20; i++) await coll.insertOne({ _id: i })
     expect(topology).toBe('ReplicaSetWithPrimary')
-    expect([...addresses]).toEqual([`127.0.0.1:${proxy.port}`])
-    expect(proxy.seen().filter(c => c.name === 'insert' && c.collection === 'rs').map(c => c.statements)).toEqual(Array(20).fill(1))
-    expect(await direct.db.collection<Doc>('rs').countDocuments()).toBe(20)
+    expect([...addresses]).toEqual([`127.0.0.1:${suite.proxy.port}`])
+    expect(suite.proxy.seen().filter(c => c.name === 'insert' && c.collection === 'rs').map(c => c.statements)).toEqual(Array(20).fill(1))
+    expect(await suite.direct.db.collection<Doc>('rs').countDocuments()).toBe(20)
   })
 
   it.skipIf(lacks('replicaSet'))('replicaSet: a retryable error is labelled as the server labels it, and the driver resends the write once, same lsid and txnNumber', async () => {
     const db = await through({ retryWrites: true })
-    proxy.fail({ commands: ['insert'], collection: 'retried', errorCode: 91, times: 1 })
+    suite.proxy.fail({ commands: ['insert'], collection: 'retried', errorCode: 91, times: 1 })
     await db.collection<Doc>('retried').insertOne({ _id: 1 })
-    const attempts = proxy.seen().filter(c => c.name === 'insert' && c.collection === 'retried')
+    const attempts = suite.proxy.seen().filter(c => c.name === 'insert' && c.collection === 'retried')
     expect(attempts.map(c => c.faulted)).toEqual([true, false])
     expect(attempts[0]?.txnNumber).toBeTypeOf('number')
     expect(attempts[1]?.txnNumber).toBe(attempts[0]?.txnNumber)
@@ -232,27 +215,27 @@ describe('replica set behind the proxy', () => {
 
 describe('handshakes and abuse', () => {
   it('a handshake failed by a rule gets an OP_REPLY error the driver reads as the server\'s; the next heartbeat goes through', async () => {
-    const rule = proxy.fail({ commands: ['isMaster', 'ismaster', 'hello'], appName: 'fp-handshake', errorCode: 2, errmsg: 'handshake refused', times: 1 })
-    const client = new MongoClient(proxy.uri(), { appName: 'fp-handshake', serverSelectionTimeoutMS: 20_000, retryWrites: false })
-    clients.push(client)
+    const rule = suite.proxy.fail({ commands: ['isMaster', 'ismaster', 'hello'], appName: 'fp-handshake', errorCode: 2, errmsg: 'handshake refused', times: 1 })
+    const client = new MongoClient(suite.proxy.uri(), { appName: 'fp-handshake', serverSelectionTimeoutMS: 20_000, retryWrites: false })
+    suite.closes(client)
     const failures: unknown[] = []
     client.on('serverHeartbeatFailed', ev => { failures.push(ev.failure) })
     await client.connect()
-    await client.db(direct.db.databaseName).collection<Doc>('handshake').insertOne({ _id: 1 })
+    await client.db(suite.direct.db.databaseName).collection<Doc>('handshake').insertOne({ _id: 1 })
     expect(rule.fired).toBe(1)
     // the driver's first handshake is the legacy OP_QUERY ismaster: the error went back as an OP_REPLY
-    expect(proxy.seen().find(c => c.faulted)?.name).toBe('ismaster')
+    expect(suite.proxy.seen().find(c => c.faulted)?.name).toBe('ismaster')
     expect(failures[0]).toBeInstanceOf(MongoServerError)
     expect(failures[0]).toMatchObject({ code: 2, errmsg: 'handshake refused' })
   })
 
   it('clients that leave mid-message or send garbage, and a server that refuses, crash nothing; the proxy goes on', async () => {
-    const half = net.connect(proxy.port, '127.0.0.1')
+    const half = net.connect(suite.proxy.port, '127.0.0.1')
     half.on('error', () => {})
     await new Promise(resolve => half.once('connect', resolve))
     half.write(Buffer.from([200, 0, 0, 0, 1, 0, 0, 0, 0, 0]))
     half.destroy()
-    const garbage = net.connect(proxy.port, '127.0.0.1')
+    const garbage = net.connect(suite.proxy.port, '127.0.0.1')
     garbage.on('error', () => {})
     await new Promise(resolve => garbage.once('connect', resolve))
     garbage.write(Buffer.alloc(64, 0x5A))
@@ -273,10 +256,10 @@ describe('close()', () => {
   it('ends a blocked request and every connection: the client fails instead of waiting', async () => {
     const own = await FaultProxy.start(mongoUri())
     const client = new MongoClient(own.uri(), { serverSelectionTimeoutMS: 10_000, retryWrites: false })
-    clients.push(client)
+    suite.closes(client)
     await client.connect()
     own.fail({ commands: ['insert'], collection: 'closing', blockConnection: true, blockTimeMS: 60_000 })
-    const pending = client.db(direct.db.databaseName).collection<Doc>('closing').insertOne({ _id: 1 }).catch((e: unknown) => e)
+    const pending = client.db(suite.direct.db.databaseName).collection<Doc>('closing').insertOne({ _id: 1 }).catch((e: unknown) => e)
     await eventually(async () => own.seen().some(c => c.collection === 'closing'))
     await own.close()
     expect(await pending).toBeInstanceOf(MongoNetworkError)

@@ -1,9 +1,8 @@
 import diagnostics from 'node:diagnostics_channel'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MongoClient, type Db, type ObjectId } from 'mongodb'
+import { describe, expect, it } from 'vitest'
+import type { ObjectId } from 'mongodb'
 import { BATCH_CHANNEL, WriteBuffer } from '../src/index.js'
-import { mongoUri, openDb } from './helpers.js'
-import { FaultProxy } from './support/fault-proxy.js'
+import { proxiedSuite } from './support/proxied.js'
 import { Ledger } from './support/ledger.js'
 
 // A server shedding load (MongoDB 8.x admission control: IngressRequestRateLimitExceeded 462,
@@ -14,42 +13,24 @@ import { Ledger } from './support/ledger.js'
 
 const OVERLOAD = ['SystemOverloadedError', 'RetryableError', 'NoWritesPerformed']
 
-let proxy: FaultProxy
-let direct: { client: MongoClient, db: Db }
-const clients: MongoClient[] = []
-
-beforeAll(async () => {
-  direct = await openDb('overload')
-  proxy = await FaultProxy.start(mongoUri())
-})
-afterAll(async () => {
-  for (const c of clients) await c.close(true)
-  await proxy.close()
-  await direct.client.close()
-})
-
-async function through (options: ConstructorParameters<typeof MongoClient>[1] = {}): Promise<MongoClient> {
-  const client = new MongoClient(proxy.uri(), { serverSelectionTimeoutMS: 20_000, ...options })
-  await client.connect()
-  clients.push(client)
-  return client
-}
+const suite = proxiedSuite('overload')
+const through = suite.through
 
 describe('overload answers (462 with NoWritesPerformed), through the fault proxy', () => {
   it('under load on 8 collections: every caller told the truth, nothing lost or applied twice, overloads counted, the limit halved', async () => {
     const client = await through()
-    const wb = new WriteBuffer(client.db(direct.db.databaseName), { maxBatchSize: 20, retry: { maxAttempts: 6, baseDelayMs: 20 } })
+    const wb = new WriteBuffer(client.db(suite.direct.db.databaseName), { maxBatchSize: 20, retry: { maxAttempts: 6, baseDelayMs: 20 } })
     const COLLS = 8
     const PER = 120
     const names = Array.from({ length: COLLS }, (_, i) => `ov_${i}`)
     for (const name of names) {
-      await direct.db.collection<{ _id: string, n: number }>(name).insertMany(Array.from({ length: PER / 4 }, (_, k) => ({ _id: `inc${k}`, n: 0 })))
+      await suite.direct.db.collection<{ _id: string, n: number }>(name).insertMany(Array.from({ length: PER / 4 }, (_, k) => ({ _id: `inc${k}`, n: 0 })))
     }
     // the least limit seen at any batch's end (told once per bulkWrite, after its callers settled)
     let least = wb.stats().inFlightLimit
     const onBatch = (): void => { least = Math.min(least, wb.stats().inFlightLimit) }
     diagnostics.subscribe(BATCH_CHANNEL, onBatch)
-    const rule = proxy.fail({ commands: ['insert', 'update'], errorCode: 462, errorLabels: OVERLOAD, times: 12 })
+    const rule = suite.proxy.fail({ commands: ['insert', 'update'], errorCode: 462, errorLabels: OVERLOAD, times: 12 })
     const ledger = new Ledger()
     const incs = new Ledger()
     try {
@@ -75,7 +56,7 @@ describe('overload answers (462 with NoWritesPerformed), through the fault proxy
     const copies = new Map<number, number>()
     const incCopies = new Map<number, number>()
     for (const [i, name] of names.entries()) {
-      for (const d of await direct.db.collection<{ _id: unknown, m?: number, n?: number }>(name).find().toArray()) {
+      for (const d of await suite.direct.db.collection<{ _id: unknown, m?: number, n?: number }>(name).find().toArray()) {
         if (typeof d.m === 'number') copies.set(d.m, (copies.get(d.m) ?? 0) + 1)
         else if (typeof d.n === 'number') incCopies.set(i * PER + Number(String(d._id).slice(3)), d.n)
       }
@@ -98,24 +79,24 @@ describe('overload answers (462 with NoWritesPerformed), through the fault proxy
     it(`an overload that lasts: at most (maxAdaptiveRetries ${maxAdaptiveRetries} + 1) × retry.maxAttempts commands per write, then not-sent`, async () => {
       const client = await through({ maxAdaptiveRetries })
       const maxAttempts = 3
-      const wb = new WriteBuffer(client.db(direct.db.databaseName), { retry: { maxAttempts, baseDelayMs: 10 } })
+      const wb = new WriteBuffer(client.db(suite.direct.db.databaseName), { retry: { maxAttempts, baseDelayMs: 10 } })
       const coll = `ov_bound_${maxAdaptiveRetries}`
-      await direct.db.collection<{ _id: string, n: number }>(coll).insertOne({ _id: 'a', n: 0 })
-      const rule = proxy.fail({ commands: ['insert', 'update'], collection: coll, errorCode: 462, errorLabels: OVERLOAD, times: 1_000 })
+      await suite.direct.db.collection<{ _id: string, n: number }>(coll).insertOne({ _id: 'a', n: 0 })
+      const rule = suite.proxy.fail({ commands: ['insert', 'update'], collection: coll, errorCode: 462, errorLabels: OVERLOAD, times: 1_000 })
       const c = wb.collection<{ _id?: string | ObjectId, k?: number, n?: number }>(coll)
       const results = await Promise.allSettled([c.insertOne({ k: 1 }), c.updateOne({ _id: 'a' }, { $inc: { n: 1 } })])
       rule.off()
       for (const r of results) {
         expect(r).toMatchObject({ status: 'rejected', reason: { code: 'WRITE_BUFFER_BATCH_FAILED', outcome: 'not-sent', attempts: maxAttempts } })
       }
-      const sent = proxy.seen().filter(cmd => cmd.collection === coll)
+      const sent = suite.proxy.seen().filter(cmd => cmd.collection === coll)
       const bound = (maxAdaptiveRetries + 1) * maxAttempts
       for (const kind of ['insert', 'update']) {
         // each write went in one command per attempt, which the driver sent up to maxAdaptiveRetries + 1 times
         expect(sent.filter(cmd => cmd.name === kind).length, `${kind} commands`).toBe(bound)
       }
-      expect(await direct.db.collection(coll).countDocuments({ k: 1 })).toBe(0)
-      expect(await direct.db.collection<{ _id: string, n: number }>(coll).findOne({ _id: 'a' })).toEqual({ _id: 'a', n: 0 })
+      expect(await suite.direct.db.collection(coll).countDocuments({ k: 1 })).toBe(0)
+      expect(await suite.direct.db.collection<{ _id: string, n: number }>(coll).findOne({ _id: 'a' })).toEqual({ _id: 'a', n: 0 })
       expect(wb.stats()).toMatchObject({ overloadedBatches: 2 * maxAttempts, inFlightLimit: 1 })
       await wb.close()
     }, 120_000)
