@@ -129,10 +129,10 @@ export class WriteBuffer {
     if (o.cache?.bus !== undefined) sender.onAcknowledged = (name, ops, upsertedIdOf) => { cache?.published(name, ops, upsertedIdOf) }
     sender.onRoundTrip = (batch, ms, now) => {
       this.#dispatcher.roundTrip(ms, batch.size, now)
-      // backlogged: a full batch is left behind it, or writes wait for room
-      this.#serviceRate.acknowledged(batch.size, batch.queue.size >= o.maxBatchSize || this.#admission.waiting > 0, now)
+      // backlogged: a full batch is left behind it (the Dispatcher's rule: count or bytes), or writes wait for room
+      this.#serviceRate.acknowledged(batch.size, this.#dispatcher.full(batch.queue) || this.#admission.waiting > 0, now)
     }
-    sender.onOverload = now => { this.#dispatcher.overloaded(now) }
+    sender.onOverload = (now, sentAt) => { this.#dispatcher.overloaded(now, sentAt) }
     if (cache !== undefined) this.#retries.onFence = (batch, started) => { cache.fenced(batch.queue.name, batch.ops, started) }
     this.#dispatcher = new Dispatcher(
       { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, adaptiveInFlight: o.adaptiveInFlight, lingerMs: o.lingerMs, clock: o.clock },

@@ -141,7 +141,7 @@ export class Dispatcher implements QueueListener {
   roundTrip (ms: number, writes: number, now: number): void { this.#limit.sample(ms, writes, this.#inFlight, now) }
 
   /** The server answered a batch that it is overloaded (before the batch returns). */
-  overloaded (now: number): void { this.#limit.overloaded(now) }
+  overloaded (now: number, sentAt: number): void { this.#limit.overloaded(now, sentAt) }
   get queues (): readonly CollectionQueue[] { return this.#queues }
 
   add (queue: CollectionQueue): void { this.#queues.push(queue) }
@@ -149,7 +149,7 @@ export class Dispatcher implements QueueListener {
   /** QueueListener: writes were added to `queue`. */
   queued (queue: CollectionQueue): void {
     this.#active.add(queue.activeLink)
-    if (this.#full(queue)) {
+    if (this.full(queue)) {
       this.#ready.add(queue.readyLink)
       this.#next.soon()
     } else if (this.#flushing()) {
@@ -201,7 +201,7 @@ export class Dispatcher implements QueueListener {
       returned: queue => {
         if (queue.size > 0) this.#ready.add(queue.readyLink)
         // not a microtask; a few writes wait a turn more for company, unless anything else may go (header)
-        const few = queue.size > 0 && queue.size < COMPANY && !this.#full(queue) && !this.#flushing() && !this.#due && this.#ready.size === 1
+        const few = queue.size > 0 && queue.size < COMPANY && !this.full(queue) && !this.#flushing() && !this.#due && this.#ready.size === 1
         if (few) this.#next.atNextTurnEnd()
         else this.#next.atTurnEnd()
       },
@@ -231,7 +231,8 @@ export class Dispatcher implements QueueListener {
   /** Lingering writes go at once: while a flush() or close() waits, or until a kick is served. */
   #flushing (): boolean { return this.#kicked || this.hooks.flushAwaited() }
 
-  #full (queue: CollectionQueue): boolean {
+  /** Whether `queue` holds a full batch's worth (count or bytes, within the server's and the command's bounds): the one rule of "full". */
+  full (queue: CollectionQueue): boolean {
     const limits = this.#bounds.limits
     return queue.size >= limits.maxCount || queue.bytes >= limits.maxBytes
   }
@@ -244,7 +245,7 @@ export class Dispatcher implements QueueListener {
   }
 
   /** Whether `queue` may send now without being due. */
-  #mayGo (queue: CollectionQueue): boolean { return this.#full(queue) || this.#policy.mayGo(queue) }
+  #mayGo (queue: CollectionQueue): boolean { return this.full(queue) || this.#policy.mayGo(queue) }
 
   #safePump (): void {
     try {

@@ -52,6 +52,8 @@ export class InFlightLimit {
   #used = false
   /** the limit was halved in this round (an overload): nothing else moves it until the next */
   #halved = false
+  /** when the limit last halved: overload answers to batches sent before it answer the same cause */
+  #halvedAt = -Infinity
   /** times the limit moved (stats, tests) */
   grown = 0
   shrunk = 0
@@ -75,11 +77,16 @@ export class InFlightLimit {
     if (++this.#answers >= this.#value) this.#endRound(now)
   }
 
-  /** The server answered a batch that it is overloaded (refused or interrupted it). */
-  overloaded (now: number): void {
+  /**
+   * The server answered a batch sent at `sentAt` that it is overloaded (refused or interrupted
+   * it). A batch sent before the limit last halved met the overload that halved it: one cause,
+   * one halving (as TCP cuts its window once per loss window), however many batches were out.
+   */
+  overloaded (now: number, sentAt = now): void {
     if (!this.adaptive) return
-    if (!this.#halved) {
+    if (!this.#halved && sentAt >= this.#halvedAt) {
       this.#halved = true
+      this.#halvedAt = now
       if (this.#value > 1) {
         this.#value = Math.max(1, Math.floor(this.#value / 2))
         this.shrunk++

@@ -259,11 +259,6 @@ export function readFailure (thrown: unknown): DriverFailure {
   return new DriverFailure(thrown)
 }
 
-/** What a whole-batch failure means (`DriverFailure#classify`), read from what the driver threw. */
-export function classify (err: unknown, driverMayRetry: boolean, everConnected = true, serverIsMongoDB = false): Failure {
-  return readFailure(err).classify(driverMayRetry, everConnected, serverIsMongoDB)
-}
-
 /** One line for logs and error messages: `Name code: message`. */
 export function describeError (err: unknown): string {
   const e = err as { name?: string, message?: string, code?: unknown } | null | undefined

@@ -92,6 +92,21 @@ describe('the adaptive in-flight limit (in-flight-limit.ts)', () => {
     expect(limit.shrunk).toBe(3)
   })
 
+  it('batches sent before the limit halved met the overload that halved it: their answers halve it no further, however many rounds they fill (review: one burst took 8 to 1)', () => {
+    const limit = new InFlightLimit(CEILING, true)
+    rounds(limit, 4, 0.05)
+    expect(limit.value).toBe(8)
+    const sentAt = now
+    now += 10
+    // eight batches out when the server turns them all away: the first halves, the seven others were sent before
+    for (let i = 0; i < 8; i++) limit.overloaded(now + i, sentAt)
+    expect(limit.value).toBe(4)
+    expect(limit.shrunk).toBe(1)
+    // a batch sent after the halving that meets an overload again halves it again
+    limit.overloaded(now + 20, now + 15)
+    expect(limit.value).toBe(2)
+  })
+
   it('recovers after an overload: one slot per round while round trips stay near the least', () => {
     const limit = new InFlightLimit(CEILING, true)
     rounds(limit, 6, 0.05)

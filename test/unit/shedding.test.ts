@@ -112,6 +112,19 @@ describe('shedding at admission (WRITE_BUFFER_SHED)', () => {
     expect(h.fake.calls.flatMap(c => c.bodies).filter(b => (b.document as { late?: number } | undefined)?.late !== undefined).map(b => (b.document as { late: number }).late)).toEqual([2, 3])
   })
 
+  it('a queue full by bytes (not by count) is backlogged too: the rate is measured and a write that would expire queued is shed (review: only maxBatchSize counted)', async () => {
+    fakeClocks()
+    const h = harness({ maxBatchSize: 1000, maxBatchBytes: 1024, inFlightLimit: 'fixed', maxInFlight: 1 })
+    h.fake.fallback = hold
+    const pad = 'x'.repeat(100) // about 9 writes fill 1 KiB: batches are full by bytes, never by count
+    const backlog = Array.from({ length: 300 }, (_, i) => h.c.insertOne({ i, pad }))
+    await drainSlowly(h, 15, 100)
+    const shed = await settle(h.c.insertOne({ late: 1, pad }, { timeoutMs: 200 }))
+    expect(shed.status === 'rejected' ? (shed.reason as { code?: unknown }).code : 'kept').toBe(ErrorCodes.SHED)
+    await drainAll(h)
+    await Promise.all(backlog)
+  })
+
   it('never sheds while the queue drains fine: a burst after a quiet time waits, whatever its size', async () => {
     fakeClocks()
     const h = harness({ maxBatchSize: 10, inFlightLimit: 'fixed', maxInFlight: 1 })

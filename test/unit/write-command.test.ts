@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { Db, Int32, MongoClient } from 'mongodb'
-import { classify } from '../../src/mongo/driver-errors.js'
+import { readFailure } from '../../src/mongo/driver-errors.js'
 import { acknowledged, commandOf, CommandConcernError, CommandWriteErrors, INLINE_MAX_BYTES, WriteCommand } from '../../src/mongo/write-command.js'
 import type { ServerIdentity } from '../../src/mongo/server-identity.js'
 import { BULK_WRITE, COMMAND } from '../../src/buffer/batch.js'
@@ -74,7 +74,7 @@ describe('reading an insert command\'s reply as a bulkWrite\'s answer', () => {
   it('a write concern error left in the reply (a driver that does not throw it) is not acknowledged: unknown, not retried, as the driver\'s MongoWriteConcernError', () => {
     const err = thrownBy(() => acknowledged({ ok: 1, n: 1, writeConcernError: { code: 64, errmsg: 'waiting for replication timed out' } }))
     expect(err).toBeInstanceOf(CommandConcernError)
-    expect(classify(err, false)).toMatchObject({ outcome: 'unknown', transient: false })
+    expect(readFailure(err).classify(false)).toMatchObject({ outcome: 'unknown', transient: false })
     const both = thrownBy(() => acknowledged({ ok: 1, n: 1, writeErrors: [{ index: 0, code: 11000 }], writeConcernError: { code: 64 } }))
     expect(both).toBeInstanceOf(CommandWriteErrors)
     expect((both as CommandWriteErrors).result.getWriteConcernError()).toEqual({ code: 64 })
