@@ -1,3 +1,5 @@
+import { TwoWindows } from './two-windows.js'
+
 /**
  * How many batches may be on the wire at once: the rule, pure. It is told each acknowledged
  * batch's round trip and each overload answer, with the time (`now`, in ms, from whatever clock
@@ -41,9 +43,7 @@ export const INITIAL_LIMIT = 4
 export class InFlightLimit {
   #value: number
   /** least time per write (ms) of a round, in the current window and the previous one */
-  #least = Infinity
-  #leastBefore = Infinity
-  #windowStart = -Infinity
+  readonly #least = new TwoWindows(WINDOW_MS, () => Infinity, -Infinity)
   /** the round being gathered: answers (batches), their round trips (ms) and writes summed */
   #answers = 0
   #ms = 0
@@ -124,13 +124,8 @@ export class InFlightLimit {
 
   /** Records `perWrite` in the windows of least values and returns the least of the last one to two windows. */
   #leastAt (perWrite: number, now: number): number {
-    if (now - this.#windowStart >= WINDOW_MS) {
-      // the current window becomes the previous one, unless it is already too old to count
-      this.#leastBefore = now - this.#windowStart < 2 * WINDOW_MS ? this.#least : Infinity
-      this.#least = Infinity
-      this.#windowStart = now - this.#windowStart < 2 * WINDOW_MS ? this.#windowStart + WINDOW_MS : now
-    }
-    if (perWrite < this.#least) this.#least = perWrite
-    return Math.min(this.#least, this.#leastBefore)
+    const least = this.#least.at(now)
+    if (perWrite < least.current) least.current = perWrite
+    return Math.min(least.current, least.previous)
   }
 }

@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js'
+import { TwoWindows } from './two-windows.js'
 import { createHistogram, type RecordableHistogram } from 'node:perf_hooks'
 
 export interface LatencySummary {
@@ -18,30 +19,19 @@ const EMPTY: LatencySummary = Object.freeze({ count: 0, p50: 0, p90: 0, p99: 0, 
  * current window and the previous one, merged when read. Recorded per batch, never per write.
  */
 export class Latency {
-  #current: RecordableHistogram = createHistogram()
-  #previous: RecordableHistogram = createHistogram()
-  #windowStart: number
+  readonly #windows: TwoWindows<RecordableHistogram>
 
-  constructor (readonly clock: Clock) { this.#windowStart = clock.now() }
+  constructor (readonly clock: Clock) { this.#windows = new TwoWindows(WINDOW_MS, createHistogram, clock.now()) }
 
   /** `now`: the clock's time, which the caller has just read (one clock read per batch less) */
   record (ms: number, now: number): void {
-    const elapsed = now - this.#windowStart
-    if (elapsed >= WINDOW_MS) {
-      // the current window becomes the previous one, unless it is already too old to show
-      this.#previous = elapsed < 2 * WINDOW_MS ? this.#current : createHistogram()
-      this.#current = createHistogram()
-      this.#windowStart = elapsed < 2 * WINDOW_MS ? this.#windowStart + WINDOW_MS : now
-    }
-    this.#current.record(Math.max(1, Math.round(ms * 1000)))
+    this.#windows.at(now).current.record(Math.max(1, Math.round(ms * 1000)))
   }
 
   summary (): LatencySummary {
     const h = createHistogram()
     // what was recorded in the last one to two window lengths, without rotating
-    const elapsed = this.clock.now() - this.#windowStart
-    if (elapsed < WINDOW_MS) h.add(this.#previous)
-    if (elapsed < 2 * WINDOW_MS) h.add(this.#current)
+    for (const window of this.#windows.counting(this.clock.now())) h.add(window)
     if (h.count === 0) return EMPTY
     const ms = (us: number): number => Math.round(us) / 1000
     return { count: h.count, p50: ms(h.percentile(50)), p90: ms(h.percentile(90)), p99: ms(h.percentile(99)), max: ms(h.max) }
