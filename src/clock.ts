@@ -29,6 +29,16 @@ export const realClock: Clock = {
   clearTimeout: timer => { clearTimeout(timer as NodeJS.Timeout) },
 }
 
+/** Whether `promise` resolves within `ms` on `clock` (a rejection passes through); the timer is ref'd, and cleared either way. */
+export async function within (clock: Clock, promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ClockTimer | undefined
+  try {
+    return await Promise.race([promise.then(() => true), new Promise<boolean>(resolve => { timer = clock.setTimeout(() => { resolve(false) }, ms) })])
+  } finally {
+    if (timer !== undefined) clock.clearTimeout(timer)
+  }
+}
+
 /** Resolves at `until` on `clock` (at once if it has passed); the timer is ref'd. */
 export async function sleepUntil (clock: Clock, until: number): Promise<void> {
   await new Promise<void>(resolve => { clock.setTimeout(resolve, Math.max(0, until - clock.now())) })

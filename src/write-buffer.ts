@@ -1,4 +1,4 @@
-import type { ClockTimer } from './clock.js'
+import { within } from './clock.js'
 import type { Db, Document } from 'mongodb'
 import { Admission } from './buffer/admission.js'
 import { abortError, Aborts } from './buffer/aborts.js'
@@ -224,14 +224,7 @@ export class WriteBuffer {
     const drained = this.flush()
     const timeoutMs = this.#options.closeTimeoutMs
     if (timeoutMs > 0) {
-      const clock = this.#options.clock
-      let timer: ClockTimer | undefined
-      const timedOut = await Promise.race([
-        drained.then(() => false),
-        new Promise<boolean>(resolve => { timer = clock.setTimeout(() => { resolve(true) }, timeoutMs) }),
-      ])
-      if (timer !== undefined) clock.clearTimeout(timer)
-      if (timedOut) this.#abandon()
+      if (!await within(this.#options.clock, drained, timeoutMs)) this.#abandon()
     } else {
       await drained
     }

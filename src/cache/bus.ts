@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { realClock, type Clock, type ClockTimer } from '../clock.js'
+import { realClock, within, type Clock } from '../clock.js'
 import type { Logger } from '../logger.js'
 import type { WriteOp } from '../write/write-op.js'
 import { decode, encode, summarize, type BusMessage } from './bus-message.js'
@@ -190,12 +190,7 @@ export class CacheBus {
         pub.disconnect()
         return
       }
-      let timer: ClockTimer | undefined
-      await Promise.race([
-        pub.quit().catch(() => {}),
-        new Promise<void>(resolve => { timer = this.#clock.setTimeout(resolve, QUIT_MS) }),
-      ])
-      if (timer !== undefined) this.#clock.clearTimeout(timer)
+      await within(this.#clock, pub.quit().catch(() => {}), QUIT_MS)
       pub.disconnect()
     }
   }
