@@ -110,7 +110,7 @@ export class WriteBuffer {
         'give the buffer a writeConcern of w: 1 or more')
     }
     const cache = this.cache = o.cache === undefined ? undefined : new ReadCache(o.cache, o.logger, o.clock)
-    this.#admission = new Admission(o)
+    this.#admission = new Admission(o, o.clock)
     const detachedFailures = new DetachedFailures(o.onWriteError, o.logger)
     const settler = this.#settler = new Settler(this.#admission, this.#flushes, this.cache, (op, err) => { detachedFailures.report(op, err) })
     this.#aborts = new Aborts(settler)

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js'
 import { WAITING, type WriteOp } from '../write/write-op.js'
 
-export interface AdmissionLimits { maxPending: number, maxPendingBytes: number, onFullReject: boolean, clock: Clock }
+export interface AdmissionLimits { maxPending: number, maxPendingBytes: number, onFullReject: boolean }
 
 /**
  * Room in the buffer: `maxPending` writes and `maxPendingBytes` bytes queued, in flight or
@@ -17,7 +17,8 @@ export class Admission {
   /** waiters not yet settled (aborted or expired ones stay in `#waiters` until passed) */
   #waiting = 0
 
-  constructor (readonly limits: AdmissionLimits) {}
+  /** `clock`: the time a waiter's deadline is read against */
+  constructor (readonly limits: AdmissionLimits, readonly clock: Clock) {}
 
   get pending (): number { return this.#pending }
   get waiting (): number { return this.#waiting }
@@ -82,7 +83,7 @@ export class Admission {
       // past its deadline: never let in (it would be sent late, or join a lingering write and
       // travel with it while told it timed out); the deadline sweep rejects it where it waits,
       // and those behind it follow then, in order
-      if (op.state === WAITING && op.deadline > 0 && op.deadline <= (now ||= this.limits.clock.now())) break
+      if (op.state === WAITING && op.deadline > 0 && op.deadline <= (now ||= this.clock.now())) break
       this.#waitHead++
       if (op.state === WAITING) {
         this.#waiting--

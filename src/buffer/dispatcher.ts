@@ -13,7 +13,7 @@ export interface DispatchOptions extends BatchLimits {
   /** concurrent bulkWrites across all collections: the ceiling of the adaptive limit, or the limit */
   maxInFlight: number
   /** the limit moves within [1, maxInFlight] (in-flight-limit.ts); else it is maxInFlight */
-  adaptiveInFlight?: boolean
+  adaptiveInFlight: boolean
   /** longest a write may wait for company; 0 = adaptive (group commit) */
   lingerMs: number
   clock: Clock
@@ -129,7 +129,7 @@ export class Dispatcher implements QueueListener {
       this.#next.soon()
     }), options.clock)
     this.#bounds = new OneCommand(options, hooks.serverMaxCount, hooks.commandMaxBytes)
-    this.#limit = new InFlightLimit(options.maxInFlight, options.adaptiveInFlight === true)
+    this.#limit = new InFlightLimit(options.maxInFlight, options.adaptiveInFlight)
     this.#policy = options.lingerMs === 0 ? this.#groupCommit() : this.#lingerFor(options.lingerMs)
   }
 
