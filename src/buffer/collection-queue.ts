@@ -49,6 +49,8 @@ export class CollectionQueue {
    * Written by #hold, #holdTaken and #release only.
    */
   #held: Map<string, WriteOp> | null = null // made with the first hold: fresh inserts never hold
+  /** an empty map select() fills with the targets its batch takes (#holdTaken) */
+  #spare: Map<string, WriteOp> | null = null
   /** later writes of a held target, parked until it is released (parked.ts) */
   readonly #parked = new Parked()
   /** only fresh inserts listed, none parked: cleared as another write enters (#count, #toHead), set again when a take empties the list */
@@ -145,7 +147,7 @@ export class CollectionQueue {
     if (this.ordered && this.out > 0) return null
     if (this.allFresh) return this.#apply(selectFresh(this.#list, limits, at.now), true, expired)
     if (this.#freshOut !== null && this.#freshOut.length > 0) this.#holdFreshOut()
-    return this.#apply(select(this.#list, this.#targets, limits, at, this.ordered), false, expired)
+    return this.#apply(select(this.#list, this.#targets, limits, at, this.ordered, this.#spare), false, expired)
   }
 
   /** What select() reads of the held and parked targets (made with the first take that needs it). */
@@ -153,6 +155,7 @@ export class CollectionQueue {
   get #targets (): Targets {
     this.#targetsView ??= {
       holder: target => this.#held?.get(target),
+      anyHeld: () => this.#held !== null && this.#held.size > 0,
       parkedOf: target => this.#parked.chainOf(target),
       isHead: op => this.#parked.isHead(op),
     }
@@ -212,10 +215,20 @@ export class CollectionQueue {
     for (const op of ops) held.set(op.target, op)
   }
 
-  /** The targets a selection's batch takes are held (its map adopted whole when nothing else is held: no second copy per take). */
+  /**
+   * The targets a selection's batch takes are held: its map is adopted whole when nothing else
+   * is held (no second copy per take), and the map left empty is lent to the next select() to
+   * fill (a new Map per take grew its table from empty each time).
+   */
   #holdTaken (taken: Map<string, WriteOp>): void {
-    if (this.#held === null || this.#held.size === 0) this.#held = taken
-    else for (const [target, op] of taken) this.#held.set(target, op)
+    if (this.#held === null || this.#held.size === 0) {
+      this.#spare = this.#held
+      this.#held = taken
+    } else {
+      for (const [target, op] of taken) this.#held.set(target, op)
+      taken.clear()
+      this.#spare = taken
+    }
   }
 
   /** A batch's answer was handled: its targets are free again, and the listener is told. */

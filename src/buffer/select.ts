@@ -36,6 +36,8 @@ export interface ListWindow {
 export interface Targets {
   /** the write holding `target` — taken (still queued until sent), out (in flight or backing off), or fenced — if any */
   holder: (target: string) => WriteOp | undefined
+  /** whether any target is held (none: select() asks `holder` nothing) */
+  anyHeld: () => boolean
   /** the writes parked behind `target`'s holder, oldest first, if any */
   parkedOf: (target: string) => readonly WriteOp[] | undefined
   /** whether `op` is the *head* of parked writes: released back to the list, they wait for it */
@@ -131,7 +133,7 @@ function join (out: Selection, leader: WriteOp, next: WriteOp, update: Document)
 }
 
 /** The next batch of a queue (the rule: see the header). */
-export function select (list: ListWindow, targets: Targets, limits: BatchLimits, at: TakeMoment, ordered: boolean): Selection {
+export function select (list: ListWindow, targets: Targets, limits: BatchLimits, at: TakeMoment, ordered: boolean, spare: Map<string, WriteOp> | null = null): Selection {
   const { items } = list
   const { maxCount, maxBytes, coalesce } = limits
   const { now, flushing } = at
@@ -142,6 +144,7 @@ export function select (list: ListWindow, targets: Targets, limits: BatchLimits,
   let bytes = 0
   /** targets taken by a write of this batch (the plan's `taken`): held for the rest of this pass */
   let taken = null as Map<string, WriteOp> | null
+  const anyHeld = targets.anyHeld()
   /** the update each write of this batch carries once the writes coalesced into it so far join it */
   let carrying = null as Map<WriteOp, Document> | null
   /** targets with a write kept in this pass, or with parked writes freed by an expired head: their later writes stay in the list */
@@ -183,7 +186,7 @@ export function select (list: ListWindow, targets: Targets, limits: BatchLimits,
         ;(out.kept ??= []).push(op)
         continue
       }
-      const holder = taken?.get(target) ?? targets.holder(target)
+      const holder = taken?.get(target) ?? (anyHeld ? targets.holder(target) : undefined)
       if (holder !== undefined) {
         // coalesced into the write of this batch holding its target, unless writes parked there go first
         if (coalesce && !(parkedNow?.get(target) ?? targets.parkedOf(target) !== undefined) && mayCoalesce(holder, op, maxBytes - bytes)) {
@@ -206,7 +209,7 @@ export function select (list: ListWindow, targets: Targets, limits: BatchLimits,
       }
     }
     command = c
-    ;(taken ??= new Map()).set(target, op)
+    ;(taken ??= spare ?? new Map()).set(target, op)
     ;(batch ??= []).push(op)
     bytes += op.bytes + op.carried
     // writes of its target parked behind an earlier holder may coalesce into it now

@@ -43,6 +43,7 @@ class FakeTargets implements Targets {
   }
 
   holder = (target: string): WriteOp | undefined => { this.looked++; return this.held.get(target) }
+  anyHeld = (): boolean => this.held.size > 0
   /** the plan applied: `op` was taken into the batch, it holds its target */
   hold = (target: string, op: WriteOp): void => { this.held.set(target, op) }
   isHead = (op: WriteOp): boolean => this.heads.has(op)
@@ -247,11 +248,18 @@ describe('select(): one write command per batch', () => {
 describe('select(): limits', () => {
   it('maxCount: stops there; the rest is not walked', () => {
     const ops = [1, 2, 3, 4].map(i => set(i, { v: i }))
-    const t = new FakeTargets()
+    const t = new FakeTargets().with(set(99, { v: 99 })) // a target held elsewhere: each write walked asks for its holder
     const s = pick(ops, t, { maxCount: 2 })
     expect(s.batch).toEqual(ops.slice(0, 2))
     expect(s.stop).toBe(2)
     expect(t.looked).toBe(2)
+  })
+
+  it('nothing held anywhere: no holder is looked up (the common take of distinct targets)', () => {
+    const ops = [1, 2, 3].map(i => set(i, { v: i }))
+    const t = new FakeTargets()
+    expect(pick(ops, t).batch).toEqual(ops)
+    expect(t.looked).toBe(0)
   })
 
   it('maxBytes: stops before the write that would overflow; the first write goes whatever its size', () => {
