@@ -132,7 +132,7 @@ export class WriteBuffer {
       // backlogged: a full batch is left behind it (the Dispatcher's rule: count or bytes), or writes wait for room
       this.#serviceRate.acknowledged(batch.size, this.#dispatcher.full(batch.queue) || this.#admission.waiting > 0, now)
     }
-    sender.onOverload = (now, sentAt) => { this.#dispatcher.overloaded(now, sentAt) }
+    sender.onOverload = (now, sentAt, writes) => { this.#dispatcher.overloaded(now, sentAt, writes) }
     if (cache !== undefined) this.#retries.onFence = (batch, started) => { cache.fenced(batch.queue.name, batch.ops, started) }
     this.#dispatcher = new Dispatcher(
       { maxCount: o.maxBatchSize, maxBytes: o.maxBatchBytes, coalesce: o.coalesce, maxInFlight: o.maxInFlight, adaptiveInFlight: o.adaptiveInFlight, lingerMs: o.lingerMs, clock: o.clock },

@@ -4,6 +4,7 @@ import type { WriteOp } from '../write/write-op.js'
 import type { Batch, BatchLimits, TakeMoment } from './batch.js'
 import type { CollectionQueue, QueueListener } from './collection-queue.js'
 import { InFlightLimit } from './in-flight-limit.js'
+import { OverloadPace } from './overload-pace.js'
 import { OneCommand } from './one-command.js'
 import { PumpSchedule } from './pump-schedule.js'
 import { Ring } from './ring.js'
@@ -103,6 +104,10 @@ export class Dispatcher implements QueueListener {
   #inFlight = 0
   /** how many bulkWrites may be on the wire now */
   readonly #limit: InFlightLimit
+  /** while the server says it is overloaded, how fast batches may go (adaptive only; overload-pace.ts) */
+  readonly #pace: OverloadPace | null
+  /** clock time the pace held this pump's sends back until; 0 = it did not */
+  #pacedUntil = 0
   #due = false
   /** flushAll() was called (flush, close, a cache read): due, lingering writes included, until nothing is queued */
   #kicked = false
@@ -130,6 +135,7 @@ export class Dispatcher implements QueueListener {
     }), options.clock)
     this.#bounds = new OneCommand(options, hooks.serverMaxCount, hooks.commandMaxBytes)
     this.#limit = new InFlightLimit(options.maxInFlight, options.adaptiveInFlight)
+    this.#pace = options.adaptiveInFlight ? new OverloadPace() : null
     this.#policy = options.lingerMs === 0 ? this.#groupCommit() : this.#lingerFor(options.lingerMs)
   }
 
@@ -137,11 +143,21 @@ export class Dispatcher implements QueueListener {
   /** bulkWrites that may be on the wire now (stats) */
   get inFlightLimit (): number { return this.#limit.value }
 
-  /** A batch of `writes` was acknowledged `ms` after it was sent (`now`: clock time), before it returns. */
-  roundTrip (ms: number, writes: number, now: number): void { this.#limit.sample(ms, writes, this.#inFlight, now) }
+  /** writes per ms the overload pace allows; 0 = no pace (stats) */
+  get pace (): number { return this.#pace?.rate ?? 0 }
 
-  /** The server answered a batch that it is overloaded (before the batch returns). */
-  overloaded (now: number, sentAt: number): void { this.#limit.overloaded(now, sentAt) }
+  /** A batch of `writes` was acknowledged `ms` after it was sent (`now`: clock time), before it returns. */
+  roundTrip (ms: number, writes: number, now: number): void {
+    this.#limit.sample(ms, writes, this.#inFlight, now)
+    this.#pace?.acknowledged(now, writes)
+  }
+
+  /** The server answered a batch of `writes` writes sent at `sentAt` that it is overloaded (before the batch returns). */
+  overloaded (now: number, sentAt: number, writes: number): void {
+    this.#limit.overloaded(now, sentAt)
+    this.#pace?.overloaded(now, writes, sentAt, Math.random())
+  }
+
   get queues (): readonly CollectionQueue[] { return this.#queues }
 
   add (queue: CollectionQueue): void { this.#queues.push(queue) }
@@ -273,13 +289,15 @@ export class Dispatcher implements QueueListener {
     const visit = due ? this.#active : this.#ready
     // each queue in `visit` once (once more per batch it sends: slots bound that); round robin
     let visits = visit.size
-    while (visits-- > 0 && this.#inFlight < maxInFlight) {
+    this.#pacedUntil = 0
+    while (visits-- > 0 && this.#inFlight < maxInFlight && !this.#heldByPace(at.now)) {
       const queue = visit.shift()
       if (queue === undefined) break
       const batch = queue.size > 0 && (due || this.#mayGo(queue)) ? queue.take(this.#takeLimits(queue, limits), at, expired) : null
       if (batch !== null) {
         this.#inFlight++
         this.sent++
+        this.#pace?.sent(at.now, batch.size)
         this.hooks.send(batch)
         visits++
       } else {
@@ -294,9 +312,9 @@ export class Dispatcher implements QueueListener {
       if (batch !== null && this.#mayGo(queue)) this.#ready.add(queue.readyLink) // it may still go (full, or pipelines)
       if (queue.lingerEnd !== 0) this.#lingering.add(queue)
     }
-    // what is left waits for what holds it (a return, a backoff, the wake-up); only a slot shortage stays due
+    // what is left waits for what holds it (a return, a backoff, the wake-up); only a slot shortage or the pace stays due
     const left = this.#active.size > 0
-    if (left && due && this.#inFlight >= maxInFlight) this.#due = true
+    if (left && due && (this.#inFlight >= maxInFlight || this.#pacedUntil !== 0)) this.#due = true
     if (!left) this.#kicked = false
     this.#rearm()
     if (expired.length > 0) {
@@ -305,9 +323,22 @@ export class Dispatcher implements QueueListener {
     }
   }
 
-  /** The wake-up, at the earliest of the policy's linger and the linger end of a write left queued; none when nothing waits. */
+  /**
+   * Whether the overload pace holds every send back at `now`: the next batch that goes is then
+   * one the pace let go (a probe), and the wake-up comes when the pace allows one.
+   */
+  #heldByPace (now: number): boolean {
+    const until = this.#pace?.nextAt ?? 0
+    if (until <= now) return false
+    this.#pace?.waited(now)
+    this.#pacedUntil = until
+    return true
+  }
+
+  /** The wake-up, at the earliest of the policy's linger, the linger end of a write left queued and the end of a pace that held writes back; none when nothing waits. */
   #rearm (): void {
     let end = this.#lingerMsAt
+    if (this.#pacedUntil !== 0 && this.#active.size > 0 && (end === 0 || this.#pacedUntil < end)) end = this.#pacedUntil
     if (this.#lingering.size > 0) {
       for (const queue of this.#lingering) {
         const e = queue.size > 0 ? queue.lingerEnd : 0

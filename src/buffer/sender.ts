@@ -51,7 +51,7 @@ export class Sender {
   /** told each acknowledged batch's round trip (ms, `now`: clock time), before its writes settle (the in-flight limit, the service rate) */
   onRoundTrip: ((batch: Batch<CollectionQueue>, ms: number, now: number) => void) | undefined
   /** told each batch the server answered it is overloaded (462, 463, 473, SystemOverloadedError), before the batch returns */
-  onOverload: ((now: number, sentAt: number) => void) | undefined
+  onOverload: ((now: number, sentAt: number, writes: number) => void) | undefined
   /** close() gave up waiting: a batch still on the wire that fails is not sent again */
   #final = false
 
@@ -110,7 +110,7 @@ export class Sender {
       }
       // what the driver threw, read once (driver-errors.ts#DriverFailure): everything after reads this view
       const thrown = readFailure(answer)
-      this.#overloaded(thrown, now, started)
+      this.#overloaded(thrown, now, started, batch.size)
       this.#failed(batch, thrown, span?.context).catch((bug: unknown) => { this.#internalError(batch, bug) })
     } catch (bug) {
       this.#internalError(batch, bug)
@@ -144,10 +144,10 @@ export class Sender {
   }
 
   /** The server said it is overloaded (however the driver shaped its answer): counted, and told before the batch returns. */
-  #overloaded (failed: DriverFailure, now: number, sentAt: number): void {
+  #overloaded (failed: DriverFailure, now: number, sentAt: number, writes: number): void {
     if (!failed.overload) return
     this.overloaded++
-    this.onOverload?.(now, sentAt)
+    this.onOverload?.(now, sentAt, writes)
   }
 
   #return (batch: Batch<CollectionQueue>): void {

@@ -1,0 +1,187 @@
+import { describe, expect, it } from 'vitest'
+import { DOWN, OverloadPace, QUIET_MS, RATE_WINDOW_MS, RETRY_SHARE, UP, UP_FIRST } from '../../src/buffer/overload-pace.js'
+import { apply, commandError, rejectWith, settle, type Responder } from './fake-db.js'
+import { fastForward, harness, useFakeClock } from './harness.js'
+
+// The overload pace's rule (overload-pace.ts), on a time passed in by hand, then the buffer
+// behind a token bucket that answers 462 as MongoDB 8's ingress limiter does, on a fake clock.
+// Each test fails without a pace: it asserts a hold, a move, or commands sent ÷ accepted.
+
+/** 1,000 writes acknowledged over the last second, in batches of 100: a rate of 1 write per ms. */
+function served (pace: OverloadPace, until: number): void {
+  for (let at = until - RATE_WINDOW_MS + 100; at <= until; at += 100) pace.acknowledged(at, 100)
+}
+
+describe('the overload pace (overload-pace.ts)', () => {
+  it('no pace until the server says it is overloaded', () => {
+    const pace = new OverloadPace()
+    served(pace, 10_000)
+    pace.sent(10_000, 500)
+    expect(pace.nextAt).toBe(0)
+  })
+
+  it('starts at the rate the server acknowledged writes at over the last second; the first refused batch goes again its time at that rate later', () => {
+    const pace = new OverloadPace()
+    served(pace, 10_000)
+    pace.overloaded(10_010, 500, 10_005, 0)
+    expect(pace.rate).toBe(1)
+    expect(pace.nextAt).toBeCloseTo(10_510, 6)
+    const late = new OverloadPace()
+    served(late, 10_000)
+    late.overloaded(10_010, 500, 10_005, 1)
+    expect(late.nextAt).toBeCloseTo(10_510 + RETRY_SHARE * 500, 6)
+  })
+
+  it('a batch refused while paced goes again a jittered share of its time later (the pace was a little too fast)', () => {
+    const pace = new OverloadPace()
+    served(pace, 10_000)
+    pace.overloaded(10_000, 100, 9_990, 0)
+    pace.sent(10_100, 500)
+    pace.overloaded(10_110, 500, 10_100, 0.5)
+    expect(pace.nextAt).toBeCloseTo(10_110 + RETRY_SHARE * 500 / DOWN, 6) // jitter 0.5: × 1, at the slowed rate
+  })
+
+  it('a batch sent holds the next one back its writes ÷ the rate', () => {
+    const pace = new OverloadPace()
+    served(pace, 10_000)
+    pace.overloaded(10_000, 100, 9_990, 0) // the refused batch may go again at 10,100
+    pace.sent(10_150, 200)
+    expect(pace.nextAt).toBeCloseTo(10_350, 6)
+    pace.sent(10_350, 100) // sent as soon as allowed: the next one after that batch's time
+    expect(pace.nextAt).toBeCloseTo(10_450, 6)
+  })
+
+  it('an acknowledged probe (a batch that had waited for the pace) speeds it up by UP_FIRST until the pace is first slowed, then by UP; a batch that had not waited leaves it', () => {
+    const pace = new OverloadPace()
+    served(pace, 10_000)
+    pace.overloaded(10_000, 100, 9_990, 0.5)
+    pace.sent(10_200, 100)
+    pace.acknowledged(10_210, 100)
+    expect(pace.rate).toBe(1)
+    pace.waited(0)
+    pace.sent(10_310, 100)
+    pace.acknowledged(10_320, 100)
+    expect(pace.rate).toBeCloseTo(UP_FIRST, 9)
+    pace.overloaded(10_500, 100, 10_400, 0.5)
+    expect(pace.rate).toBeCloseTo(UP_FIRST * DOWN, 9)
+    pace.waited(0)
+    pace.sent(10_700, 100)
+    pace.acknowledged(10_710, 100)
+    expect(pace.rate).toBeCloseTo(UP_FIRST * DOWN * UP, 9)
+    expect(pace.sped).toBe(2)
+  })
+
+  it('overload answers slow it by DOWN, once per cut: answers to batches sent before the last cut meet the same cause', () => {
+    const pace = new OverloadPace()
+    served(pace, 10_000)
+    pace.overloaded(10_000, 100, 9_990, 0.5) // starts the pace
+    pace.overloaded(10_100, 100, 10_050, 0.5)
+    expect(pace.rate).toBeCloseTo(DOWN, 9)
+    pace.overloaded(10_102, 100, 10_060, 0.5) // sent before the cut at 10,100
+    expect(pace.rate).toBeCloseTo(DOWN, 9)
+    pace.overloaded(10_300, 100, 10_200, 0.5)
+    expect(pace.rate).toBeCloseTo(DOWN * DOWN, 9)
+    expect(pace.slowed).toBe(2)
+  })
+
+  it('ends QUIET_MS after both the last overload answer and the last batch it held back, at the next acknowledgment', () => {
+    const pace = new OverloadPace()
+    served(pace, 10_000)
+    pace.overloaded(10_000, 100, 9_990, 0.5)
+    pace.waited(11_000) // still holding batches back: the server takes no more than the pace
+    pace.acknowledged(10_000 + QUIET_MS, 10)
+    expect(pace.rate).toBe(1)
+    pace.acknowledged(11_000 + QUIET_MS - 1, 10)
+    expect(pace.rate).toBe(1)
+    pace.acknowledged(11_000 + QUIET_MS, 10)
+    expect(pace.rate).toBe(0)
+    expect(pace.nextAt).toBe(0)
+  })
+
+  it('behind a token bucket, always backlogged: about one refusal per ten batches, and ≥ 90% of the bucket\'s rate served', () => {
+    // the bucket: 1 write per ms, 1,000 at most; a batch of 1,000 passes when the bucket holds 1,000
+    const run = (paced: boolean): { goodput: number, sentPerAccepted: number } => {
+      const pace = new OverloadPace()
+      let tokens = 1_000
+      let filledAt = 0
+      let t = 0
+      let accepted = 0
+      let refused = 0
+      let nextAt = 0
+      let seed = 1
+      const random = (): number => { seed = (seed * 16807) % 2147483647; return seed / 2147483647 }
+      while (t < 300_000) {
+        const gate = paced ? pace.nextAt : nextAt
+        if (gate > t) { pace.waited(t); t = gate }
+        tokens = Math.min(1_000, tokens + (t - filledAt))
+        filledAt = t
+        const sentAt = t
+        pace.sent(t, 1_000)
+        t += 2 + 4 * random() // the round trip
+        if (tokens >= 1_000) {
+          tokens -= 1_000
+          accepted++
+          pace.acknowledged(t, 1_000)
+          nextAt = t
+        } else {
+          refused++
+          pace.overloaded(t, 1_000, sentAt, random())
+          nextAt = t + 25 + 25 * random() // without the pace: the first backoff (retry.baseDelayMs 50, jittered)
+        }
+      }
+      return { goodput: (accepted - 1) * 1_000 / t, sentPerAccepted: (accepted + refused) / accepted }
+    }
+    const paced = run(true)
+    expect(paced.goodput).toBeGreaterThanOrEqual(0.9)
+    expect(paced.sentPerAccepted).toBeLessThanOrEqual(1.2)
+    const unpaced = run(false)
+    expect(unpaced.sentPerAccepted).toBeGreaterThan(10) // a resend every 25-50 ms for a second's worth of tokens
+  })
+})
+
+describe('the buffer behind a token bucket answering 462 (the pace in the Dispatcher)', () => {
+  /** A token bucket of `perMs` writes per ms, `burst` at most, on the fake clock: a command passes when it holds as many tokens as writes. */
+  function bucket (now: () => number, perMs: number, burst: number): { responder: Responder, accepted: () => number, refused: () => number } {
+    let tokens = burst
+    let at = now()
+    let accepted = 0
+    let refused = 0
+    const overloaded = (): Error => Object.assign(commandError(462, 'fake IngressRequestRateLimitExceeded'), {
+      hasErrorLabel: (l: string) => ['SystemOverloadedError', 'RetryableError', 'NoWritesPerformed'].includes(l),
+    })
+    const responder: Responder = (call, db) => {
+      tokens = Math.min(burst, tokens + (now() - at) * perMs)
+      at = now()
+      if (tokens < call.models.length) {
+        refused++
+        return rejectWith(overloaded)(call, db)
+      }
+      tokens -= call.models.length
+      accepted++
+      return apply(call, db)
+    }
+    return { responder, accepted: () => accepted, refused: () => refused }
+  }
+
+  async function flood (inFlightLimit: 'adaptive' | 'fixed'): Promise<{ sentPerAccepted: number, acknowledged: number }> {
+    const clock = useFakeClock()
+    const { fake, c } = harness({ inFlightLimit, maxInFlight: 4, maxBatchSize: 50, retry: { maxAttempts: 100, baseDelayMs: 50, maxDelayMs: 2_000 } })
+    await c.insertOne({ _id: 'warm' }) // an acknowledged batch before the flood
+    const b = bucket(() => clock.now(), 0.1, 50) // 100 writes/s
+    fake.fallback = b.responder
+    const writes = Array.from({ length: 1_000 }, async (_, i) => await settle(c.insertOne({ _id: i })))
+    const all = await fastForward(Promise.all(writes))
+    if (all.status !== 'fulfilled') throw all.reason
+    const results = all.value
+    fake.fallback = apply
+    return { sentPerAccepted: (b.accepted() + b.refused()) / b.accepted(), acknowledged: results.filter(r => r.status === 'fulfilled').length }
+  }
+
+  it('adaptive: every write acknowledged with at most 1.5 commands sent per command accepted; fixed, without the pace: far more', async () => {
+    const adaptive = await flood('adaptive')
+    expect(adaptive.acknowledged).toBe(1_000)
+    expect(adaptive.sentPerAccepted).toBeLessThanOrEqual(1.5)
+    const fixed = await flood('fixed')
+    expect(fixed.sentPerAccepted).toBeGreaterThan(2)
+  }, 60_000)
+})
