@@ -52,6 +52,8 @@ export interface WriteBufferStats {
   isolatedBatches: number
   /** batches the server refused or interrupted as overloaded (462, 463, 473, SystemOverloadedError): each halves the in-flight limit, at most once per round */
   overloadedBatches: number
+  /** while the server says it is overloaded, the writes per second the buffer sends at most (the overload pace); 0: no pace */
+  overloadPace: number
   /** writes refused at the door (WRITE_BUFFER_SHED): at the rate the server serves the buffer, they would have passed their deadline queued */
   shedOps: number
   /**
@@ -193,6 +195,7 @@ export class WriteBuffer {
       retries: this.#retries.scheduled,
       isolatedBatches: this.#sender.isolated,
       overloadedBatches: this.#sender.overloaded,
+      overloadPace: Math.round(this.#dispatcher.pace * 1000),
       shedOps: this.#shedOps,
       maxWriteBatchSize: this.#sender.driverRetries.maxWriteBatchSize(),
       queueWaitMs: this.#sender.queueWait.summary(),

@@ -51,6 +51,8 @@ export class OverloadPace {
   /** clock time before which no batch goes (while pacing) */
   #nextAt = 0
   #lastOverloadAt = -Infinity
+  /** when the pace began: answers to batches sent before then neither slow it nor move it */
+  #startedAt = 0
   /** when the rate was last cut: overload answers to batches sent before then cut it no further */
   #cutAt = -Infinity
   /** batches acknowledged in the last RATE_WINDOW_MS, oldest first: when, and how many writes (the first pace's rate) */
@@ -118,24 +120,33 @@ export class OverloadPace {
    */
   overloaded (now: number, writes: number, sentAt: number, jitter: number): void {
     this.#lastOverloadAt = now
-    if (this.#probes > 0) this.#probes--
-    const started = this.#rate === 0
-    if (started) {
+    if (this.#rate === 0) {
       this.#forget(now)
       this.#rate = Math.max(this.#acked, writes) / RATE_WINDOW_MS
       this.#ackedAt = []
       this.#ackedWrites = []
       this.#ackedHead = 0
       this.#acked = 0
+      this.#startedAt = now
       this.#cutAt = now
       this.slowedSinceStart = false
-    } else if (sentAt >= this.#cutAt) {
+      // the server just ran out: the refused batch waits its whole time at the pace
+      this.#nextAt = now + (writes / this.#rate) * (1 + RETRY_SHARE * jitter)
+      return
+    }
+    // sent before the pace began, in the burst that met the first refusal: the same cause, and
+    // it holds no time of the pace; it goes again in turn
+    if (sentAt <= this.#startedAt) return
+    if (this.#probes > 0) this.#probes--
+    const rate = this.#rate
+    if (sentAt > this.#cutAt) {
       this.#rate *= DOWN
       this.#cutAt = now
       this.slowed++
       this.slowedSinceStart = true
     }
-    this.#nextAt = now + (writes / this.#rate) * (started ? 1 + RETRY_SHARE * jitter : RETRY_SHARE * (0.5 + jitter))
+    // the time it held is free again (the server took nothing): what later batches hold stays
+    this.#nextAt = Math.max(this.#nextAt - writes / rate, now + RETRY_SHARE * (writes / this.#rate) * (0.5 + jitter))
   }
 
   /** Drops the acknowledgments older than RATE_WINDOW_MS. */

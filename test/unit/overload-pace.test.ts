@@ -163,9 +163,9 @@ describe('the buffer behind a token bucket answering 462 (the pace in the Dispat
     return { responder, accepted: () => accepted, refused: () => refused }
   }
 
-  async function flood (inFlightLimit: 'adaptive' | 'fixed'): Promise<{ sentPerAccepted: number, acknowledged: number }> {
+  async function flood (inFlightLimit: 'adaptive' | 'fixed'): Promise<{ sentPerAccepted: number, acknowledged: number, pace: number }> {
     const clock = useFakeClock()
-    const { fake, c } = harness({ inFlightLimit, maxInFlight: 4, maxBatchSize: 50, retry: { maxAttempts: 100, baseDelayMs: 50, maxDelayMs: 2_000 } })
+    const { fake, wb, c } = harness({ inFlightLimit, maxInFlight: 4, maxBatchSize: 50, retry: { maxAttempts: 100, baseDelayMs: 50, maxDelayMs: 2_000 } })
     await c.insertOne({ _id: 'warm' }) // an acknowledged batch before the flood
     const b = bucket(() => clock.now(), 0.1, 50) // 100 writes/s
     fake.fallback = b.responder
@@ -174,14 +174,18 @@ describe('the buffer behind a token bucket answering 462 (the pace in the Dispat
     if (all.status !== 'fulfilled') throw all.reason
     const results = all.value
     fake.fallback = apply
-    return { sentPerAccepted: (b.accepted() + b.refused()) / b.accepted(), acknowledged: results.filter(r => r.status === 'fulfilled').length }
+    return { sentPerAccepted: (b.accepted() + b.refused()) / b.accepted(), acknowledged: results.filter(r => r.status === 'fulfilled').length, pace: wb.stats().overloadPace }
   }
 
   it('adaptive: every write acknowledged with at most 1.5 commands sent per command accepted; fixed, without the pace: far more', async () => {
     const adaptive = await flood('adaptive')
     expect(adaptive.acknowledged).toBe(1_000)
     expect(adaptive.sentPerAccepted).toBeLessThanOrEqual(1.5)
+    // stats().overloadPace: writes per second, near the bucket's 100 (the pace lasts 5 s past the last refusal)
+    expect(adaptive.pace).toBeGreaterThan(50)
+    expect(adaptive.pace).toBeLessThan(200)
     const fixed = await flood('fixed')
     expect(fixed.sentPerAccepted).toBeGreaterThan(2)
+    expect(fixed.pace).toBe(0)
   }, 60_000)
 })
