@@ -36,6 +36,12 @@ const BUCKET_RATE = 1000
 const BUCKET_BURST = 1000
 const CALM = 0.5
 const OVER = 3
+/**
+ * (b): every write's deadline (writeTimeoutMs), as an API with a latency budget gives one: a
+ * write the server cannot take within it is told not-sent (shed at the door, or by its
+ * deadline) instead of waiting in a backlog that outlives the overload
+ */
+const DEADLINE_MS = Number(process.env.FWB_BENCH_DEADLINE_MS ?? 400)
 /** the open-loop generator's tick */
 const TICK_MS = 5
 /** (b): the windows (by issue time) in which the writes after the overload are judged at full speed or not */
@@ -226,7 +232,7 @@ async function bucketRow ({ uri, proxy, direct, options, key, name, calmS, overl
   await proxy.policy({ mode: 'bucket', prefix: coll, ratePerS: BUCKET_RATE, burst: BUCKET_BURST, asMongoDB: true })
   const client = new MongoClient(proxy.uri(uri))
   await client.connect()
-  const wb = new WriteBuffer(client.db(direct.databaseName), options)
+  const wb = new WriteBuffer(client.db(direct.databaseName), { ...options, writeTimeoutMs: DEADLINE_MS })
   const c = wb.collection(coll)
   const ledger = new Ledger()
   const phases = [{ rate: CALM * BUCKET_RATE, s: calmS }, { rate: OVER * BUCKET_RATE, s: overloadS }, { rate: CALM * BUCKET_RATE, s: afterS }]
@@ -352,7 +358,7 @@ function queueTable (rows, adaptiveHow) {
 
 function bucketTable (rows) {
   const lines = [
-    `**(b) token bucket** (${BUCKET_RATE} writes/s, burst ${BUCKET_BURST}; 462 + SystemOverloadedError + RetryableError when empty; offered ${CALM}x, ${OVER}x, ${CALM}x)`,
+    `**(b) token bucket** (${BUCKET_RATE} writes/s, burst ${BUCKET_BURST}; 462 + SystemOverloadedError + RetryableError when empty; offered ${CALM}x, ${OVER}x, ${CALM}x; every write with writeTimeoutMs ${DEADLINE_MS}; the driver's defaults, its own overload retries included)`,
     '',
     '| in-flight limit | goodput during overload (acknowledged/s) | ÷ limit | sent ÷ accepted | p50 ms | p99 ms | acknowledged / rejected / not-sent / unknown | beyond served → told not-sent | back to full speed | stats().inFlightLimit mean | lost / applied twice |',
     '|---|--:|--:|--:|--:|--:|---|---|--:|--:|---|',
@@ -465,7 +471,7 @@ export async function overloadSuite ({ uri, overloadLimits, overloadWarmS = 1, o
     mismatches,
     notes: [
       `(a) queue: ${CALLERS} callers each awaiting one insertOne after another, ${CALLERS / COLLECTIONS} to each of ${COLLECTIONS} collections; each row ${overloadWarmS} s unmeasured, then ${overloadRowS} s measured (writes acknowledged in the window ÷ its length); the proxy's one worker holds each write command ${SERVICE_US} µs per write, then runs it on the server and waits for its reply before the next`,
-      `(b) token bucket: ${BUCKET_RATE} writes/s, burst ${BUCKET_BURST}; a command takes one token per write and passes when the bucket holds that many (it starts the overload full: the tokens it spent from that burst are taken off the writes acknowledged during the overload before dividing by its length), else it is answered 462 IngressRequestRateLimitExceeded, labels SystemOverloadedError + RetryableError, unsent; the proxy answers buildInfo as MongoDB 8.2 (the library trusts a refusal code to mean 'nothing applied' only from MongoDB: from FerretDB the same refusals are told 'unknown'). Open loop (writes issued every ${TICK_MS} ms, not waiting on each other): ${CALM}x its rate ${overloadCalmS} s, ${OVER}x ${overloadS} s, ${CALM}x ${overloadAfterS} s; goodput = writes acknowledged during the overload, less the burst spent, ÷ its length; sent ÷ accepted = write commands reaching the proxy during the overload (the driver's own resends included) ÷ those it let through; back to full speed = from the end of the overload to the first ${WINDOW_MS} ms window (by issue time) from which on every window's writes were all acknowledged, at p90 within max(2 × the calm phase's p99, 20 ms)`,
+      `(b) token bucket: ${BUCKET_RATE} writes/s, burst ${BUCKET_BURST}; a command takes one token per write and passes when the bucket holds that many (it starts the overload full: the tokens it spent from that burst are taken off the writes acknowledged during the overload before dividing by its length), else it is answered 462 IngressRequestRateLimitExceeded, labels SystemOverloadedError + RetryableError, unsent; the proxy answers buildInfo as MongoDB 8.2 (the library trusts a refusal code to mean 'nothing applied' only from MongoDB: from FerretDB the same refusals are told 'unknown'). Open loop (writes issued every ${TICK_MS} ms, not waiting on each other, each with a deadline: writeTimeoutMs ${DEADLINE_MS}): ${CALM}x its rate ${overloadCalmS} s, ${OVER}x ${overloadS} s, ${CALM}x ${overloadAfterS} s; goodput = writes acknowledged during the overload, less the burst spent, ÷ its length; sent ÷ accepted = write commands reaching the proxy during the overload (the driver's own resends included) ÷ those it let through; back to full speed = from the end of the overload to the first ${WINDOW_MS} ms window (by issue time) from which on every window's writes were all acknowledged, at p90 within max(2 × the calm phase's p99, 20 ms)`,
       'every row: the documents are counted by their marker afterwards (lost = acknowledged but absent, applied twice = two copies, phantom = told not written but present); any of them, an unsettled write or an \'unknown\' outcome is printed as a MISMATCH',
       `in-flight limit: ${modes.how}`,
     ],
