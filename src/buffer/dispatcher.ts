@@ -135,7 +135,7 @@ export class Dispatcher implements QueueListener {
     }), options.clock)
     this.#bounds = new OneCommand(options, hooks.serverMaxCount, hooks.commandMaxBytes)
     this.#limit = new InFlightLimit(options.maxInFlight, options.adaptiveInFlight)
-    this.#pace = options.adaptiveInFlight ? new OverloadPace() : null
+    this.#pace = options.adaptiveInFlight ? new OverloadPace(options.maxCount) : null
     this.#policy = options.lingerMs === 0 ? this.#groupCommit() : this.#lingerFor(options.lingerMs)
   }
 

@@ -11,9 +11,10 @@
  * accepted with the in-flight limit alone, 5.6 with a fixed 4). What helps is sending no faster
  * than the server accepts, which only its answers tell. So, as TCP paces and probes:
  * - at the first overload answer the pace starts at the rate the server acknowledged writes at
- *   over the last RATE_WINDOW_MS (at least the refused batch's writes per RATE_WINDOW_MS): a
- *   batch of n writes then holds the next send back n ÷ rate ms. Too fast a start costs a few
- *   refusals (DOWN is quick); too slow a one would cost throughput for a long time (UP is slow);
+ *   over the last RATE_WINDOW_MS, and at least a full batch (maxBatchSize) per RATE_WINDOW_MS:
+ *   a batch of n writes then holds the next send back n ÷ rate ms (read at the rate of the
+ *   moment: a speed-up shortens a wait begun). Too fast a start costs a few refusals (DOWN is
+ *   quick); too slow a one costs a few round trips of slow start (UP_FIRST);
  * - each acknowledged batch that had waited for the pace (a probe: the pace, not the load,
  *   decided when it went) speeds it up by UP (UP_FIRST until it is first slowed, as TCP's slow
  *   start: the rate it started at may be that of the calm before); each overload answer slows it by DOWN, at most
@@ -34,8 +35,8 @@
 
 /** The rate is multiplied by this per acknowledged probe... */
 export const UP = 1.01
-/** ...or by this until the pace is first slowed (the rate it started at may be the calm before the overload). */
-export const UP_FIRST = 1.1
+/** ...or by this until the pace is first slowed (the rate it started at may be the calm before the overload, or a guess). */
+export const UP_FIRST = 1.5
 /** ...and by this per overload answer (once per cut). */
 export const DOWN = 0.9
 /** A refused batch is resent after this share of its writes' time at the pace (jittered). */
@@ -48,8 +49,14 @@ export const RATE_WINDOW_MS = 1_000
 export class OverloadPace {
   /** writes per ms while pacing; 0: no pace */
   #rate = 0
-  /** clock time before which no batch goes (while pacing) */
-  #nextAt = 0
+  /**
+   * The gate, read with the rate of the moment (so a probe that speeds the pace up shortens the
+   * wait already begun): no batch goes before `#from + #held / #rate` (the time at the pace of
+   * the writes sent last, from when they went), nor before `#notBefore` (a refused batch's resend)
+   */
+  #from = 0
+  #held = 0
+  #notBefore = 0
   #lastOverloadAt = -Infinity
   /** when the pace began: answers to batches sent before then neither slow it nor move it */
   #startedAt = 0
@@ -72,8 +79,11 @@ export class OverloadPace {
   /** the pace was slowed since it started: it probes by UP from then on */
   slowedSinceStart = false
 
+  /** `fullBatch`: the most writes a batch holds (maxBatchSize): the pace starts at no less than one such batch per RATE_WINDOW_MS */
+  constructor (readonly fullBatch: number) {}
+
   /** Clock time before which no batch may be sent; 0: no pace. */
-  get nextAt (): number { return this.#rate === 0 ? 0 : this.#nextAt }
+  get nextAt (): number { return this.#rate === 0 ? 0 : Math.max(this.#from + this.#held / this.#rate, this.#notBefore) }
 
   /** Writes per ms the pace allows; 0: no pace (stats, tests). */
   get rate (): number { return this.#rate }
@@ -87,7 +97,9 @@ export class OverloadPace {
   /** A batch of `writes` writes was sent. */
   sent (now: number, writes: number): void {
     if (this.#rate === 0) return
-    this.#nextAt = Math.max(now, this.#nextAt) + writes / this.#rate
+    // the gate had opened (the Dispatcher sends nothing before it): the time held starts over with this batch
+    this.#from = now
+    this.#held = writes
     if (this.#waited) {
       this.#probes++
       this.#waited = false
@@ -122,7 +134,7 @@ export class OverloadPace {
     this.#lastOverloadAt = now
     if (this.#rate === 0) {
       this.#forget(now)
-      this.#rate = Math.max(this.#acked, writes) / RATE_WINDOW_MS
+      this.#rate = Math.max(this.#acked, writes, this.fullBatch) / RATE_WINDOW_MS
       this.#ackedAt = []
       this.#ackedWrites = []
       this.#ackedHead = 0
@@ -131,22 +143,24 @@ export class OverloadPace {
       this.#cutAt = now
       this.slowedSinceStart = false
       // the server just ran out: the refused batch waits its whole time at the pace
-      this.#nextAt = now + (writes / this.#rate) * (1 + RETRY_SHARE * jitter)
+      this.#from = now
+      this.#held = writes
+      this.#notBefore = now + (writes / this.#rate) * (1 + RETRY_SHARE * jitter)
       return
     }
     // sent before the pace began, in the burst that met the first refusal: the same cause, and
     // it holds no time of the pace; it goes again in turn
     if (sentAt <= this.#startedAt) return
     if (this.#probes > 0) this.#probes--
-    const rate = this.#rate
     if (sentAt > this.#cutAt) {
       this.#rate *= DOWN
       this.#cutAt = now
       this.slowed++
       this.slowedSinceStart = true
     }
-    // the time it held is free again (the server took nothing): what later batches hold stays
-    this.#nextAt = Math.max(this.#nextAt - writes / rate, now + RETRY_SHARE * (writes / this.#rate) * (0.5 + jitter))
+    // the time it held is free again (the server took nothing), unless a later batch holds the gate now
+    if (this.#from === sentAt) this.#held = Math.max(0, this.#held - writes)
+    this.#notBefore = Math.max(this.#notBefore, now + RETRY_SHARE * (writes / this.#rate) * (0.5 + jitter))
   }
 
   /** Drops the acknowledgments older than RATE_WINDOW_MS. */
@@ -164,7 +178,9 @@ export class OverloadPace {
 
   #end (): void {
     this.#rate = 0
-    this.#nextAt = 0
+    this.#from = 0
+    this.#held = 0
+    this.#notBefore = 0
     this.#probes = 0
     this.#waited = false
   }

@@ -14,26 +14,26 @@ function served (pace: OverloadPace, until: number): void {
 
 describe('the overload pace (overload-pace.ts)', () => {
   it('no pace until the server says it is overloaded', () => {
-    const pace = new OverloadPace()
+    const pace = new OverloadPace(100)
     served(pace, 10_000)
     pace.sent(10_000, 500)
     expect(pace.nextAt).toBe(0)
   })
 
   it('starts at the rate the server acknowledged writes at over the last second; the first refused batch goes again its time at that rate later', () => {
-    const pace = new OverloadPace()
+    const pace = new OverloadPace(100)
     served(pace, 10_000)
     pace.overloaded(10_010, 500, 10_005, 0)
     expect(pace.rate).toBe(1)
     expect(pace.nextAt).toBeCloseTo(10_510, 6)
-    const late = new OverloadPace()
+    const late = new OverloadPace(100)
     served(late, 10_000)
     late.overloaded(10_010, 500, 10_005, 1)
     expect(late.nextAt).toBeCloseTo(10_510 + RETRY_SHARE * 500, 6)
   })
 
   it('a batch refused while paced goes again a jittered share of its time later (the pace was a little too fast)', () => {
-    const pace = new OverloadPace()
+    const pace = new OverloadPace(100)
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0)
     pace.sent(10_100, 500)
@@ -41,8 +41,21 @@ describe('the overload pace (overload-pace.ts)', () => {
     expect(pace.nextAt).toBeCloseTo(10_110 + RETRY_SHARE * 500 / DOWN, 6) // jitter 0.5: × 1, at the slowed rate
   })
 
+  it('nothing acknowledged before (a buffer that met the overload first): starts at a full batch per second, and slow start doubles it per acknowledged probe, shortening the wait begun', () => {
+    const pace = new OverloadPace(1_000)
+    pace.overloaded(0, 10, -5, 0)
+    expect(pace.rate).toBe(1)
+    expect(pace.nextAt).toBe(10)
+    pace.waited(5)
+    pace.sent(10, 1_000)
+    expect(pace.nextAt).toBe(1_010)
+    pace.acknowledged(20, 1_000)
+    expect(pace.rate).toBe(UP_FIRST)
+    expect(pace.nextAt).toBe(10 + 1_000 / UP_FIRST)
+  })
+
   it('a batch sent holds the next one back its writes ÷ the rate', () => {
-    const pace = new OverloadPace()
+    const pace = new OverloadPace(100)
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0) // the refused batch may go again at 10,100
     pace.sent(10_150, 200)
@@ -52,7 +65,7 @@ describe('the overload pace (overload-pace.ts)', () => {
   })
 
   it('an acknowledged probe (a batch that had waited for the pace) speeds it up by UP_FIRST until the pace is first slowed, then by UP; a batch that had not waited leaves it', () => {
-    const pace = new OverloadPace()
+    const pace = new OverloadPace(100)
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0.5)
     pace.sent(10_200, 100)
@@ -72,7 +85,7 @@ describe('the overload pace (overload-pace.ts)', () => {
   })
 
   it('overload answers slow it by DOWN, once per cut: answers to batches sent before the last cut meet the same cause', () => {
-    const pace = new OverloadPace()
+    const pace = new OverloadPace(100)
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0.5) // starts the pace
     pace.overloaded(10_100, 100, 10_050, 0.5)
@@ -85,7 +98,7 @@ describe('the overload pace (overload-pace.ts)', () => {
   })
 
   it('ends QUIET_MS after both the last overload answer and the last batch it held back, at the next acknowledgment', () => {
-    const pace = new OverloadPace()
+    const pace = new OverloadPace(100)
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0.5)
     pace.waited(11_000) // still holding batches back: the server takes no more than the pace
@@ -101,7 +114,7 @@ describe('the overload pace (overload-pace.ts)', () => {
   it('behind a token bucket, always backlogged: about one refusal per ten batches, and ≥ 90% of the bucket\'s rate served', () => {
     // the bucket: 1 write per ms, 1,000 at most; a batch of 1,000 passes when the bucket holds 1,000
     const run = (paced: boolean): { goodput: number, sentPerAccepted: number } => {
-      const pace = new OverloadPace()
+      const pace = new OverloadPace(1_000)
       let tokens = 1_000
       let filledAt = 0
       let t = 0
