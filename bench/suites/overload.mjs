@@ -227,10 +227,10 @@ async function queueRow ({ uri, proxy, direct, options, key, name, warmS, rowS, 
 const outcomeText = o => `acknowledged ${fmt(o.acknowledged)} / rejected ${fmt(o.rejected)} / not-sent ${fmt(o['not-sent'])} / unknown ${fmt(o.unknown)}` + (o.other > 0 ? ` / other ${fmt(o.other)}` : '')
 
 /** (b) one row: open-loop insertOne at CALM × R for calmS, OVER × R for overloadS, CALM × R for afterS. */
-async function bucketRow ({ uri, proxy, direct, options, key, name, calmS, overloadS, afterS, settleS, mismatches }) {
+async function bucketRow ({ uri, proxy, direct, options, clientOptions = {}, key, name, calmS, overloadS, afterS, settleS, mismatches }) {
   const coll = `bucket_${key}`
   await proxy.policy({ mode: 'bucket', prefix: coll, ratePerS: BUCKET_RATE, burst: BUCKET_BURST, asMongoDB: true })
-  const client = new MongoClient(proxy.uri(uri))
+  const client = new MongoClient(proxy.uri(uri), clientOptions)
   await client.connect()
   const wb = new WriteBuffer(client.db(direct.databaseName), { ...options, writeTimeoutMs: DEADLINE_MS })
   const c = wb.collection(coll)
@@ -298,7 +298,7 @@ async function bucketRow ({ uri, proxy, direct, options, key, name, calmS, overl
     part: 'bucket',
     name: `(b) token bucket, ${name}`,
     label: name,
-    adaptive: key === 'adaptive',
+    adaptive: key.startsWith('adaptive'),
     rate: goodput,
     goodputVsLimit: ratio(goodput, BUCKET_RATE),
     acknowledgedDuringOverload: ackedDuring,
@@ -433,7 +433,11 @@ export async function overloadSuite ({ uri, overloadLimits, overloadWarmS = 1, o
     await withProgress(`overload (b): token bucket, ${CALM}x / ${OVER}x / ${CALM}x its rate for ${overloadCalmS} / ${overloadS} / ${overloadAfterS} s`, async () => {
       const b = { ...common, calmS: overloadCalmS, overloadS, afterS: overloadAfterS, settleS: overloadSettleS }
       bucketRows.push(await bucketRow({ ...b, options: modes.fixed(4), key: 'fixed-4', name: FIXED_4 }))
-      if (modes.adaptive !== undefined) bucketRows.push(await bucketRow({ ...b, options: modes.adaptive, key: 'adaptive', name: 'adaptive' }))
+      if (modes.adaptive !== undefined) {
+        bucketRows.push(await bucketRow({ ...b, options: modes.adaptive, key: 'adaptive', name: 'adaptive' }))
+        // the driver's own overload retries (maxAdaptiveRetries, 2 by default) off: the buffer's pace alone decides when a refused batch goes again
+        bucketRows.push(await bucketRow({ ...b, options: modes.adaptive, clientOptions: { maxAdaptiveRetries: 0 }, key: 'adaptive-driver-retries-0', name: 'adaptive, client maxAdaptiveRetries 0' }))
+      }
     })
   } finally {
     await proxy.close()
