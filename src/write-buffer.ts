@@ -131,8 +131,8 @@ export class WriteBuffer {
     if (o.cache?.bus !== undefined) sender.onAcknowledged = (name, ops, upsertedIdOf) => { cache?.published(name, ops, upsertedIdOf) }
     sender.onRoundTrip = (batch, ms, now) => {
       this.#dispatcher.roundTrip(ms, batch.size, now)
-      // backlogged: a full batch is left behind it (the Dispatcher's rule: count or bytes), or writes wait for room
-      this.#serviceRate.acknowledged(batch.size, this.#dispatcher.full(batch.queue) || this.#admission.waiting > 0, now)
+      // backlogged: more is left behind it than the server takes now (the Dispatcher's rule: a full batch, or writes the overload pace holds back), or writes wait for room
+      this.#serviceRate.acknowledged(batch.size, this.#dispatcher.backlogged(batch.queue) || this.#admission.waiting > 0, now)
     }
     sender.onOverload = (now, sentAt, writes) => { this.#dispatcher.overloaded(now, sentAt, writes) }
     if (cache !== undefined) this.#retries.onFence = (batch, started) => { cache.fenced(batch.queue.name, batch.ops, started) }

@@ -135,7 +135,7 @@ export class Dispatcher implements QueueListener {
     }), options.clock)
     this.#bounds = new OneCommand(options, hooks.serverMaxCount, hooks.commandMaxBytes)
     this.#limit = new InFlightLimit(options.maxInFlight, options.adaptiveInFlight)
-    this.#pace = options.adaptiveInFlight ? new OverloadPace(options.maxCount) : null
+    this.#pace = options.adaptiveInFlight ? new OverloadPace() : null
     this.#policy = options.lingerMs === 0 ? this.#groupCommit() : this.#lingerFor(options.lingerMs)
   }
 
@@ -251,6 +251,15 @@ export class Dispatcher implements QueueListener {
   full (queue: CollectionQueue): boolean {
     const limits = this.#bounds.limits
     return queue.size >= limits.maxCount || queue.bytes >= limits.maxBytes
+  }
+
+  /**
+   * Whether `queue` holds more than the server takes from it now: a full batch's worth, or any
+   * write while the overload pace holds sends back (then what is acknowledged per second is what
+   * the server accepts, not what arrives). What the service rate is measured over.
+   */
+  backlogged (queue: CollectionQueue): boolean {
+    return this.full(queue) || (queue.size > 0 && (this.#pace?.rate ?? 0) > 0)
   }
 
   /** `limits`, or half of ≥ twice the pipelining size when two slots are free (a copy, per batch). */

@@ -11,20 +11,24 @@
  * accepted with the in-flight limit alone, 5.6 with a fixed 4). What helps is sending no faster
  * than the server accepts, which only its answers tell. So, as TCP paces and probes:
  * - at the first overload answer the pace starts at the rate the server acknowledged writes at
- *   over the last RATE_WINDOW_MS, and at least a full batch (maxBatchSize) per RATE_WINDOW_MS:
- *   a batch of n writes then holds the next send back n ÷ rate ms (read at the rate of the
- *   moment: a speed-up shortens a wait begun). Too fast a start costs a few refusals (DOWN is
- *   quick); too slow a one costs a few round trips of slow start (UP_FIRST);
+ *   over the last RATE_WINDOW_MS (at least the refused batch's writes per RATE_WINDOW_MS): a
+ *   batch of n writes then holds the next send back n ÷ rate ms (read at the rate of the moment:
+ *   a speed-up shortens a wait begun; and at most RATE_WINDOW_MS until the pace is first slowed,
+ *   while the rate is a guess). Too fast a start costs a few refusals; too slow a one a few
+ *   answers of slow start (UP_FIRST);
  * - each acknowledged batch that had waited for the pace (a probe: the pace, not the load,
  *   decided when it went) speeds it up by UP (UP_FIRST until it is first slowed, as TCP's slow
- *   start: the rate it started at may be that of the calm before); each overload answer slows it by DOWN, at most
- *   once per cut (answers to batches sent before the last cut answer the same cause, as the
- *   in-flight limit halves once per burst). It settles just under the rate the server accepts:
- *   a refusal about every ln(1/DOWN) ÷ ln(UP) probes (10: sent ÷ accepted about 1.1);
+ *   start: the rate it started at may be that of the calm before); an overload answer slows it
+ *   by DOWN, once per cut (answers to batches sent before the last cut, in flight then, answer
+ *   the same cause, as the in-flight limit halves once per burst). It settles just under the
+ *   rate the server accepts: a
+ *   refusal about every ln(1/DOWN) ÷ ln(UP) probes (10: sent ÷ accepted about 1.1);
  * - the batch refused first goes again its writes' time at the pace later (the server had just
  *   run out: × 1-1.1, jittered); one refused while paced, RETRY_SHARE of that (× 0.5-1.5): the
  *   pace was a little too fast, so the server lacked a little, not everything, and a full wait
- *   would leave what it can take unused;
+ *   would leave what it can take unused. Refused again before any acknowledgment, it lacked
+ *   more: the next resend waits the whole time (resending soon each time cut the pace at each
+ *   refusal, down to a third of the server's rate behind a bucket far from a batch's worth);
  * - QUIET_MS after both the last overload answer and the last time it held a batch back, the
  *   pace ends (a batch acknowledged then ends it): the server takes all the buffer sends. Not
  *   after the last overload answer alone: a pace that holds the rate just under the server's
@@ -60,8 +64,8 @@ export class OverloadPace {
   #lastOverloadAt = -Infinity
   /** when the pace began: answers to batches sent before then neither slow it nor move it */
   #startedAt = 0
-  /** when the rate was last cut: overload answers to batches sent before then cut it no further */
-  #cutAt = -Infinity
+  /** when the pace was last cut (or began): answers to batches sent before then cut it no further */
+  #cutAt = 0
   /** batches acknowledged in the last RATE_WINDOW_MS, oldest first: when, and how many writes (the first pace's rate) */
   #ackedAt: number[] = []
   #ackedWrites: number[] = []
@@ -76,14 +80,20 @@ export class OverloadPace {
   /** overload answers that slowed the pace, and acknowledged probes that sped it up (stats, tests) */
   slowed = 0
   sped = 0
+  /** a refused batch was resent soon (RETRY_SHARE) since the last acknowledgment */
+  #resentSoon = false
   /** the pace was slowed since it started: it probes by UP from then on */
   slowedSinceStart = false
 
-  /** `fullBatch`: the most writes a batch holds (maxBatchSize): the pace starts at no less than one such batch per RATE_WINDOW_MS */
-  constructor (readonly fullBatch: number) {}
-
   /** Clock time before which no batch may be sent; 0: no pace. */
-  get nextAt (): number { return this.#rate === 0 ? 0 : Math.max(this.#from + this.#held / this.#rate, this.#notBefore) }
+  get nextAt (): number {
+    if (this.#rate === 0) return 0
+    // until first slowed the rate is a guess, maybe far too slow (a buffer refused before any
+    // acknowledgment starts from the refused batch alone): no batch then holds the next one back
+    // more than RATE_WINDOW_MS, so the slow start gets the answers it grows on
+    const held = this.#held / this.#rate
+    return Math.max(this.#from + (this.slowedSinceStart ? held : Math.min(held, RATE_WINDOW_MS)), this.#notBefore)
+  }
 
   /** Writes per ms the pace allows; 0: no pace (stats, tests). */
   get rate (): number { return this.#rate }
@@ -108,13 +118,12 @@ export class OverloadPace {
 
   /** A batch of `writes` writes was acknowledged. */
   acknowledged (now: number, writes: number): void {
-    if (this.#rate === 0) {
-      this.#ackedAt.push(now)
-      this.#ackedWrites.push(writes)
-      this.#acked += writes
-      this.#forget(now)
-      return
-    }
+    this.#ackedAt.push(now)
+    this.#ackedWrites.push(writes)
+    this.#acked += writes
+    this.#forget(now)
+    if (this.#rate === 0) return
+    this.#resentSoon = false
     if (now - Math.max(this.#lastOverloadAt, this.#waitedAt) >= QUIET_MS) {
       this.#end()
       return
@@ -134,33 +143,36 @@ export class OverloadPace {
     this.#lastOverloadAt = now
     if (this.#rate === 0) {
       this.#forget(now)
-      this.#rate = Math.max(this.#acked, writes, this.fullBatch) / RATE_WINDOW_MS
-      this.#ackedAt = []
-      this.#ackedWrites = []
-      this.#ackedHead = 0
-      this.#acked = 0
+      this.#rate = Math.max(this.#acked, writes) / RATE_WINDOW_MS
       this.#startedAt = now
-      this.#cutAt = now
       this.slowedSinceStart = false
       // the server just ran out: the refused batch waits its whole time at the pace
       this.#from = now
       this.#held = writes
       this.#notBefore = now + (writes / this.#rate) * (1 + RETRY_SHARE * jitter)
+      this.#cutAt = now
       return
     }
     // sent before the pace began, in the burst that met the first refusal: the same cause, and
     // it holds no time of the pace; it goes again in turn
     if (sentAt <= this.#startedAt) return
     if (this.#probes > 0) this.#probes--
-    if (sentAt > this.#cutAt) {
-      this.#rate *= DOWN
-      this.#cutAt = now
-      this.slowed++
-      this.slowedSinceStart = true
-    }
     // the time it held is free again (the server took nothing), unless a later batch holds the gate now
     if (this.#from === sentAt) this.#held = Math.max(0, this.#held - writes)
-    this.#notBefore = Math.max(this.#notBefore, now + RETRY_SHARE * (writes / this.#rate) * (0.5 + jitter))
+    if (sentAt > this.#cutAt) {
+      // sent at the pace (or resent soon after a cut) and refused: the pace is a little fast;
+      // slowed, and the batch goes again soon, as the server lacked a little, not everything
+      this.#rate *= DOWN
+      this.slowed++
+      this.slowedSinceStart = true
+      this.#cutAt = now
+      // the first refusal since an acknowledgment goes again soon; refused again, the server
+      // lacked more than a little (a bucket far from a batch's worth): the whole time at the pace
+      const share = this.#resentSoon ? 1 : RETRY_SHARE
+      this.#resentSoon = !this.#resentSoon
+      this.#notBefore = Math.max(this.#notBefore, now + share * (writes / this.#rate) * (0.5 + jitter))
+    }
+    // else: in flight when the pace was last cut, the same cause; it goes again in turn
   }
 
   /** Drops the acknowledgments older than RATE_WINDOW_MS. */
@@ -183,5 +195,6 @@ export class OverloadPace {
     this.#notBefore = 0
     this.#probes = 0
     this.#waited = false
+    this.#resentSoon = false
   }
 }

@@ -5,7 +5,8 @@
  *
  * Conservative, so that a write is refused only when it would surely have expired queued:
  * - the rate is measured only while the buffer is *backlogged*: each batch acknowledged in the
- *   stretch left at least a full batch queued behind it (or writes waiting for room). Below
+ *   stretch left at least a full batch queued behind it, or writes the overload pace held back
+ *   (Dispatcher#backlogged), or writes waiting for room. Below
  *   that, the writes acknowledged per second are the arrivals, not what the server can take
  *   (group commit grows batches with the load): a burst after a quiet minute must not be judged
  *   by the quiet minute. Any batch acknowledged with less behind it ends the stretch;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { DOWN, OverloadPace, QUIET_MS, RATE_WINDOW_MS, RETRY_SHARE, UP, UP_FIRST } from '../../src/buffer/overload-pace.js'
-import { apply, commandError, rejectWith, settle, type Responder } from './fake-db.js'
-import { fastForward, harness, useFakeClock } from './harness.js'
+import { apply, commandError, HOLD, rejectWith, settle, type BulkCall, type Responder, type Settled } from './fake-db.js'
+import { advance, fastForward, harness, useFakeClock } from './harness.js'
 
 // The overload pace's rule (overload-pace.ts), on a time passed in by hand, then the buffer
 // behind a token bucket that answers 462 as MongoDB 8's ingress limiter does, on a fake clock.
@@ -14,26 +14,26 @@ function served (pace: OverloadPace, until: number): void {
 
 describe('the overload pace (overload-pace.ts)', () => {
   it('no pace until the server says it is overloaded', () => {
-    const pace = new OverloadPace(100)
+    const pace = new OverloadPace()
     served(pace, 10_000)
     pace.sent(10_000, 500)
     expect(pace.nextAt).toBe(0)
   })
 
   it('starts at the rate the server acknowledged writes at over the last second; the first refused batch goes again its time at that rate later', () => {
-    const pace = new OverloadPace(100)
+    const pace = new OverloadPace()
     served(pace, 10_000)
     pace.overloaded(10_010, 500, 10_005, 0)
     expect(pace.rate).toBe(1)
     expect(pace.nextAt).toBeCloseTo(10_510, 6)
-    const late = new OverloadPace(100)
+    const late = new OverloadPace()
     served(late, 10_000)
     late.overloaded(10_010, 500, 10_005, 1)
     expect(late.nextAt).toBeCloseTo(10_510 + RETRY_SHARE * 500, 6)
   })
 
   it('a batch refused while paced goes again a jittered share of its time later (the pace was a little too fast)', () => {
-    const pace = new OverloadPace(100)
+    const pace = new OverloadPace()
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0)
     pace.sent(10_100, 500)
@@ -41,21 +41,34 @@ describe('the overload pace (overload-pace.ts)', () => {
     expect(pace.nextAt).toBeCloseTo(10_110 + RETRY_SHARE * 500 / DOWN, 6) // jitter 0.5: × 1, at the slowed rate
   })
 
-  it('nothing acknowledged before (a buffer that met the overload first): starts at a full batch per second, and slow start doubles it per acknowledged probe, shortening the wait begun', () => {
-    const pace = new OverloadPace(1_000)
+  it('nothing acknowledged before (a buffer that met the overload first): starts at the refused batch per second; while that guess was never slowed no batch holds the next back more than a second, and each acknowledged probe speeds it by UP_FIRST', () => {
+    const pace = new OverloadPace()
     pace.overloaded(0, 10, -5, 0)
-    expect(pace.rate).toBe(1)
-    expect(pace.nextAt).toBe(10)
+    expect(pace.rate).toBe(10 / RATE_WINDOW_MS)
+    expect(pace.nextAt).toBe(1_000)
     pace.waited(5)
-    pace.sent(10, 1_000)
-    expect(pace.nextAt).toBe(1_010)
-    pace.acknowledged(20, 1_000)
-    expect(pace.rate).toBe(UP_FIRST)
-    expect(pace.nextAt).toBe(10 + 1_000 / UP_FIRST)
+    pace.sent(1_000, 1_000) // 100 s at that rate: held back a second at most
+    expect(pace.nextAt).toBe(2_000)
+    pace.acknowledged(1_010, 1_000)
+    expect(pace.rate).toBeCloseTo(UP_FIRST * 10 / RATE_WINDOW_MS, 12)
+    pace.overloaded(1_500, 100, 1_200, 0) // slowed once: the rate is no guess any more
+    pace.sent(2_000, 1_000)
+    expect(pace.nextAt).toBeCloseTo(2_000 + 1_000 / (UP_FIRST * DOWN * 10 / RATE_WINDOW_MS), 6)
+  })
+
+  it('a speed-up shortens the wait already begun', () => {
+    const pace = new OverloadPace()
+    served(pace, 10_000)
+    pace.overloaded(10_000, 100, 9_990, 0) // 1 write per ms
+    pace.waited(10_050)
+    pace.sent(10_100, 500)
+    expect(pace.nextAt).toBe(10_600)
+    pace.acknowledged(10_110, 500)
+    expect(pace.nextAt).toBeCloseTo(10_100 + 500 / UP_FIRST, 6)
   })
 
   it('a batch sent holds the next one back its writes ÷ the rate', () => {
-    const pace = new OverloadPace(100)
+    const pace = new OverloadPace()
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0) // the refused batch may go again at 10,100
     pace.sent(10_150, 200)
@@ -65,7 +78,7 @@ describe('the overload pace (overload-pace.ts)', () => {
   })
 
   it('an acknowledged probe (a batch that had waited for the pace) speeds it up by UP_FIRST until the pace is first slowed, then by UP; a batch that had not waited leaves it', () => {
-    const pace = new OverloadPace(100)
+    const pace = new OverloadPace()
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0.5)
     pace.sent(10_200, 100)
@@ -85,20 +98,21 @@ describe('the overload pace (overload-pace.ts)', () => {
   })
 
   it('overload answers slow it by DOWN, once per cut: answers to batches sent before the last cut meet the same cause', () => {
-    const pace = new OverloadPace(100)
+    const pace = new OverloadPace()
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0.5) // starts the pace
-    pace.overloaded(10_100, 100, 10_050, 0.5)
+    pace.overloaded(10_200, 100, 10_150, 0.5) // sent at the pace
     expect(pace.rate).toBeCloseTo(DOWN, 9)
-    pace.overloaded(10_102, 100, 10_060, 0.5) // sent before the cut at 10,100
+    pace.overloaded(10_205, 100, 10_160, 0.5) // sent before the cut at 10,200: the same cause
     expect(pace.rate).toBeCloseTo(DOWN, 9)
-    pace.overloaded(10_300, 100, 10_200, 0.5)
+    pace.acknowledged(10_300, 100)
+    pace.overloaded(10_500, 100, 10_400, 0.5)
     expect(pace.rate).toBeCloseTo(DOWN * DOWN, 9)
     expect(pace.slowed).toBe(2)
   })
 
   it('ends QUIET_MS after both the last overload answer and the last batch it held back, at the next acknowledgment', () => {
-    const pace = new OverloadPace(100)
+    const pace = new OverloadPace()
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0.5)
     pace.waited(11_000) // still holding batches back: the server takes no more than the pace
@@ -114,7 +128,7 @@ describe('the overload pace (overload-pace.ts)', () => {
   it('behind a token bucket, always backlogged: about one refusal per ten batches, and ≥ 90% of the bucket\'s rate served', () => {
     // the bucket: 1 write per ms, 1,000 at most; a batch of 1,000 passes when the bucket holds 1,000
     const run = (paced: boolean): { goodput: number, sentPerAccepted: number } => {
-      const pace = new OverloadPace(1_000)
+      const pace = new OverloadPace()
       let tokens = 1_000
       let filledAt = 0
       let t = 0
@@ -153,8 +167,11 @@ describe('the overload pace (overload-pace.ts)', () => {
 })
 
 describe('the buffer behind a token bucket answering 462 (the pace in the Dispatcher)', () => {
-  /** A token bucket of `perMs` writes per ms, `burst` at most, on the fake clock: a command passes when it holds as many tokens as writes. */
-  function bucket (now: () => number, perMs: number, burst: number): { responder: Responder, accepted: () => number, refused: () => number } {
+  /**
+   * A token bucket of `perMs` writes per ms, `burst` at most, on the fake clock: a command passes
+   * when it holds as many tokens as writes. Answered at once, or `rttMs` later (decided on arrival).
+   */
+  function bucket (now: () => number, perMs: number, burst: number, rttMs = 0): { responder: Responder, accepted: () => number, refused: () => number } {
     let tokens = burst
     let at = now()
     let accepted = 0
@@ -162,16 +179,22 @@ describe('the buffer behind a token bucket answering 462 (the pace in the Dispat
     const overloaded = (): Error => Object.assign(commandError(462, 'fake IngressRequestRateLimitExceeded'), {
       hasErrorLabel: (l: string) => ['SystemOverloadedError', 'RetryableError', 'NoWritesPerformed'].includes(l),
     })
-    const responder: Responder = (call, db) => {
+    const decide = (call: BulkCall): Responder => {
       tokens = Math.min(burst, tokens + (now() - at) * perMs)
       at = now()
       if (tokens < call.models.length) {
         refused++
-        return rejectWith(overloaded)(call, db)
+        return rejectWith(overloaded)
       }
       tokens -= call.models.length
       accepted++
-      return apply(call, db)
+      return apply
+    }
+    const responder: Responder = (call, db) => {
+      const answer = decide(call)
+      if (rttMs === 0) return answer(call, db)
+      setTimeout(() => { call.answer(answer) }, rttMs)
+      return HOLD
     }
     return { responder, accepted: () => accepted, refused: () => refused }
   }
@@ -189,6 +212,28 @@ describe('the buffer behind a token bucket answering 462 (the pace in the Dispat
     fake.fallback = apply
     return { sentPerAccepted: (b.accepted() + b.refused()) / b.accepted(), acknowledged: results.filter(r => r.status === 'fulfilled').length, pace: wb.stats().overloadPace }
   }
+
+  it('while the pace holds sends back the buffer is backlogged: writes the pace cannot serve before their deadline are shed at the door (WRITE_BUFFER_SHED), not told by their deadline', async () => {
+    const clock = useFakeClock()
+    // maxBatchSize 1,000 (the default): the queue never holds a full batch (at most a deadline's worth of 3,000 writes/s)
+    const { fake, wb, c } = harness({ writeTimeoutMs: 300, retry: { maxAttempts: 100 } })
+    await c.insertOne({ _id: 'warm' })
+    const b = bucket(() => clock.now(), 1, 1_000, 100) // 1,000 writes/s, a batch's worth at most, answered 100 ms after the command arrives
+    fake.fallback = b.responder
+    const writes: Array<Promise<Settled<unknown>>> = []
+    for (let t = 0; t < 10_000; t += 50) { // open loop: 3,000 writes/s for 10 s (the bucket's first 1,000 last half a second)
+      for (let i = 0; i < 150; i++) writes.push(settle(c.insertOne({ _id: `${t}-${i}` })))
+      await advance(50)
+    }
+    const all = await fastForward(Promise.all(writes))
+    fake.fallback = apply
+    if (all.status !== 'fulfilled') throw all.reason
+    const told = (code: string): number => all.value.filter(r => r.status === 'rejected' && r.reason.code === code).length
+    expect(told('WRITE_BUFFER_SHED')).toBe(wb.stats().shedOps)
+    // none before the pace counted as a backlog (the queue never held a full batch); a share of
+    // the rest still wait and time out: a batch the pace lets go takes all that queued meanwhile
+    expect(told('WRITE_BUFFER_SHED')).toBeGreaterThan(0.25 * (told('WRITE_BUFFER_SHED') + told('WRITE_BUFFER_TIMEOUT')))
+  }, 60_000)
 
   it('adaptive: every write acknowledged with at most 1.5 commands sent per command accepted; fixed, without the pace: far more', async () => {
     const adaptive = await flood('adaptive')
