@@ -83,11 +83,13 @@ const COMPANY = 64
  * Either way the in-flight limit bounds the bulkWrites on the wire (at most `maxInFlight`; it
  * moves with the round trips per write and the server's overload answers: in-flight-limit.ts), and "due" (a retry whose backoff
  * ended, the wake-up) sends every queue now, as far as slots and held targets allow; what is
- * left waits for whatever holds it (a batch's return, a backoff, a linger) to pump again.
+ * left waits for whatever holds it (a batch's return, a backoff, a linger, the overload pace)
+ * to pump again. While the server says it is overloaded (adaptive only), no batch goes before
+ * the pace allows (overload-pace.ts: asked before each take, told each batch sent).
  * "Flushing" (flush(), close(), a cache miss that must see queued writes) is due that lasts
  * while a flush waits, so a write that only gets room later does not linger. One timer wakes
- * the pump: at the earliest of the policy's linger and the end of a per-write linger (queues
- * report theirs: `lingerEnd`). Which writes go together is the queue's business
+ * the pump: at the earliest of the policy's linger, the end of a per-write linger (queues
+ * report theirs: `lingerEnd`) and the end of a hold of the pace. Which writes go together is the queue's business
  * (CollectionQueue.take); only when is decided here.
  *
  * Cost: a pump visits `#ready` or, when due, `#active` — never every collection (ARCHITECTURE.md).
@@ -124,7 +126,7 @@ export class Dispatcher implements QueueListener {
   /** the next pump: a microtask or the end of this event-loop turn (bound to the buffer's async context) */
   readonly #next = new PumpSchedule(() => { this.#safePump() })
 
-  /** the one wake-up timer (bound likewise): at the earliest of the policy's linger and a per-write linger end */
+  /** the one wake-up timer (bound likewise): at the earliest of the policy's linger, a per-write linger end and the end of a hold of the overload pace */
   readonly #wake: WakeTimer
 
   constructor (readonly options: DispatchOptions, readonly hooks: DispatchHooks) {
@@ -255,8 +257,9 @@ export class Dispatcher implements QueueListener {
 
   /**
    * Whether `queue` holds more than the server takes from it now: a full batch's worth, or any
-   * write while the overload pace holds sends back (then what is acknowledged per second is what
-   * the server accepts, not what arrives). What the service rate is measured over.
+   * write while the overload pace is on (the server refuses what goes faster: what is
+   * acknowledged per second is what it accepts, not what arrives). What the service rate is
+   * measured over.
    */
   backlogged (queue: CollectionQueue): boolean {
     return this.full(queue) || (queue.size > 0 && (this.#pace?.rate ?? 0) > 0)
@@ -339,8 +342,8 @@ export class Dispatcher implements QueueListener {
   #heldByPace (now: number): boolean {
     const until = this.#pace?.nextAt ?? 0
     if (until <= now) return false
-    this.#pace?.waited(now)
-    this.#pacedUntil = until
+    this.#pace?.waited()
+    this.#pacedUntil = Math.ceil(until) // a timer may fire a fraction of a ms early: not before the gate
     return true
   }
 

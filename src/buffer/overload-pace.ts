@@ -12,27 +12,33 @@
  * than the server accepts, which only its answers tell. So, as TCP paces and probes:
  * - at the first overload answer the pace starts at the rate the server acknowledged writes at
  *   over the last RATE_WINDOW_MS (at least the refused batch's writes per RATE_WINDOW_MS): a
- *   batch of n writes then holds the next send back n ÷ rate ms (read at the rate of the moment:
- *   a speed-up shortens a wait begun; and at most RATE_WINDOW_MS until the pace is first slowed,
- *   while the rate is a guess). Too fast a start costs a few refusals; too slow a one a few
- *   answers of slow start (UP_FIRST);
+ *   batch of n writes then holds the next send back n ÷ rate ms, read at the rate of the moment
+ *   (a speed-up shortens a wait begun), and never more than MAX_HOLD_MS (a server refusing
+ *   everything for a minute must not leave a pace of a few writes a second behind it). Too fast
+ *   a start costs a few refusals; too slow a one a few answers of slow start (UP_FIRST). A pace
+ *   that starts within QUIET_MS of the last one's end starts slowed (its rate is known);
  * - each acknowledged batch that had waited for the pace (a probe: the pace, not the load,
  *   decided when it went) speeds it up by UP (UP_FIRST until it is first slowed, as TCP's slow
  *   start: the rate it started at may be that of the calm before); an overload answer slows it
  *   by DOWN, once per cut (answers to batches sent before the last cut, in flight then, answer
  *   the same cause, as the in-flight limit halves once per burst). It settles just under the
- *   rate the server accepts: a
- *   refusal about every ln(1/DOWN) ÷ ln(UP) probes (10: sent ÷ accepted about 1.1);
+ *   rate the server accepts: a refusal about every ln(1/DOWN) ÷ ln(UP) probes (10: sent ÷
+ *   accepted about 1.1). After REPROBE_AFTER probes with no refusal it probes by UP_FIRST again
+ *   (the overload may be over: a burst then must not crawl up by 1% a batch). It never grows
+ *   past MAX_GROWTH times the writes acknowledged over the last RATE_WINDOW_MS (or the batch):
+ *   past that it holds nothing back anyway;
  * - the batch refused first goes again its writes' time at the pace later (the server had just
  *   run out: × 1-1.1, jittered); one refused while paced, RETRY_SHARE of that (× 0.5-1.5): the
  *   pace was a little too fast, so the server lacked a little, not everything, and a full wait
  *   would leave what it can take unused. Refused again before any acknowledgment, it lacked
- *   more: the next resend waits the whole time (resending soon each time cut the pace at each
- *   refusal, down to a third of the server's rate behind a bucket far from a batch's worth);
- * - QUIET_MS after both the last overload answer and the last time it held a batch back, the
- *   pace ends (a batch acknowledged then ends it): the server takes all the buffer sends. Not
- *   after the last overload answer alone: a pace that holds the rate just under the server's
- *   meets a refusal only every ten probes or so, and ending it between them let a burst out;
+ *   more: that resend waits the whole time, and the one after goes soon again (resending soon
+ *   each time cut the pace at each refusal, down to a third of the server's rate behind a
+ *   bucket far from a batch's worth);
+ * - QUIET_MS after the last overload answer the pace ends (the first batch acknowledged then
+ *   ends it). A pace held just under the server's rate meets a refusal every ten probes or so;
+ *   if it ends between two, the next refusal starts it again, from what was acknowledged over
+ *   the last second (that rate) and slowed. (Ending it only once it had also held nothing back
+ *   for QUIET_MS kept it for good: it holds back the second of two batches sent in one turn.)
  * Measured per batch, never per write. Writes whose deadline the pace cannot meet are refused
  * at the door by the service rate (service-rate.ts), or told by their deadline.
  */
@@ -45,10 +51,16 @@ export const UP_FIRST = 1.5
 export const DOWN = 0.9
 /** A refused batch is resent after this share of its writes' time at the pace (jittered). */
 export const RETRY_SHARE = 0.1
-/** The pace ends this long after the last overload answer and the last batch it held back. */
-export const QUIET_MS = 5_000
+/** The pace ends this long after the last overload answer. */
+export const QUIET_MS = 10_000
+/** After this many acknowledged probes with no overload answer, the pace probes by UP_FIRST again. */
+export const REPROBE_AFTER = 20
 /** The first pace is the rate writes were acknowledged at over the last this long. */
 export const RATE_WINDOW_MS = 1_000
+/** No batch holds the next one back longer than this. */
+export const MAX_HOLD_MS = 2_000
+/** The pace grows to at most this many times the writes acknowledged over the last RATE_WINDOW_MS. */
+export const MAX_GROWTH = 4
 
 export class OverloadPace {
   /** writes per ms while pacing; 0: no pace */
@@ -62,6 +74,8 @@ export class OverloadPace {
   #held = 0
   #notBefore = 0
   #lastOverloadAt = -Infinity
+  /** when the last pace ended */
+  #endedAt = -Infinity
   /** when the pace began: answers to batches sent before then neither slow it nor move it */
   #startedAt = 0
   /** when the pace was last cut (or began): answers to batches sent before then cut it no further */
@@ -73,13 +87,13 @@ export class OverloadPace {
   #acked = 0
   /** a send waited for the pace since the last batch went */
   #waited = false
-  /** when the pace last held a batch back */
-  #waitedAt = -Infinity
   /** batches sent after waiting for the pace, not yet answered: each acknowledged one speeds it up */
   #probes = 0
   /** overload answers that slowed the pace, and acknowledged probes that sped it up (stats, tests) */
   slowed = 0
   sped = 0
+  /** acknowledged probes since the pace was last slowed */
+  #probesSinceCut = 0
   /** a refused batch was resent soon (RETRY_SHARE) since the last acknowledgment */
   #resentSoon = false
   /** the pace was slowed since it started: it probes by UP from then on */
@@ -88,21 +102,14 @@ export class OverloadPace {
   /** Clock time before which no batch may be sent; 0: no pace. */
   get nextAt (): number {
     if (this.#rate === 0) return 0
-    // until first slowed the rate is a guess, maybe far too slow (a buffer refused before any
-    // acknowledgment starts from the refused batch alone): no batch then holds the next one back
-    // more than RATE_WINDOW_MS, so the slow start gets the answers it grows on
-    const held = this.#held / this.#rate
-    return Math.max(this.#from + (this.slowedSinceStart ? held : Math.min(held, RATE_WINDOW_MS)), this.#notBefore)
+    return Math.max(this.#from + Math.min(this.#held / this.#rate, MAX_HOLD_MS), this.#notBefore)
   }
 
   /** Writes per ms the pace allows; 0: no pace (stats, tests). */
   get rate (): number { return this.#rate }
 
-  /** The Dispatcher held writes back for the pace at `now`: the next batch sent is a probe. */
-  waited (now: number): void {
-    this.#waited = true
-    this.#waitedAt = now
-  }
+  /** The Dispatcher held writes back for the pace: the next batch sent is a probe. */
+  waited (): void { this.#waited = true }
 
   /** A batch of `writes` writes was sent. */
   sent (now: number, writes: number): void {
@@ -124,14 +131,17 @@ export class OverloadPace {
     this.#forget(now)
     if (this.#rate === 0) return
     this.#resentSoon = false
-    if (now - Math.max(this.#lastOverloadAt, this.#waitedAt) >= QUIET_MS) {
-      this.#end()
+    if (now - this.#lastOverloadAt >= QUIET_MS) {
+      this.#end(now)
       return
     }
     if (this.#probes > 0) {
       this.#probes--
-      this.#rate *= this.slowedSinceStart ? UP : UP_FIRST
-      this.sped++
+      const ceiling = MAX_GROWTH * Math.max(this.#acked, writes) / RATE_WINDOW_MS
+      if (this.#rate < ceiling) {
+        this.#rate = Math.min(ceiling, this.#rate * (this.slowedSinceStart && ++this.#probesSinceCut < REPROBE_AFTER ? UP : UP_FIRST))
+        this.sped++
+      }
     }
   }
 
@@ -141,11 +151,13 @@ export class OverloadPace {
    */
   overloaded (now: number, writes: number, sentAt: number, jitter: number): void {
     this.#lastOverloadAt = now
+    writes = Math.max(1, writes)
     if (this.#rate === 0) {
       this.#forget(now)
       this.#rate = Math.max(this.#acked, writes) / RATE_WINDOW_MS
       this.#startedAt = now
-      this.slowedSinceStart = false
+      // a pace that ended a moment ago was just under the server's rate: so is what it acknowledged
+      this.slowedSinceStart = now - this.#endedAt < QUIET_MS
       // the server just ran out: the refused batch waits its whole time at the pace
       this.#from = now
       this.#held = writes
@@ -157,12 +169,14 @@ export class OverloadPace {
     // it holds no time of the pace; it goes again in turn
     if (sentAt <= this.#startedAt) return
     if (this.#probes > 0) this.#probes--
-    // the time it held is free again (the server took nothing), unless a later batch holds the gate now
-    if (this.#from === sentAt) this.#held = Math.max(0, this.#held - writes)
+    // the time it held is free again (the server took nothing), unless a later batch holds the
+    // gate now (its send was stamped later than this one's: the pump's time, then the Sender's)
+    if (sentAt >= this.#from) this.#held = Math.max(0, this.#held - writes)
     if (sentAt > this.#cutAt) {
       // sent at the pace (or resent soon after a cut) and refused: the pace is a little fast;
       // slowed, and the batch goes again soon, as the server lacked a little, not everything
       this.#rate *= DOWN
+      this.#probesSinceCut = 0
       this.slowed++
       this.slowedSinceStart = true
       this.#cutAt = now
@@ -188,12 +202,14 @@ export class OverloadPace {
     this.#ackedHead = head
   }
 
-  #end (): void {
+  #end (now: number): void {
+    this.#endedAt = now
     this.#rate = 0
     this.#from = 0
     this.#held = 0
     this.#notBefore = 0
     this.#probes = 0
+    this.#probesSinceCut = 0
     this.#waited = false
     this.#resentSoon = false
   }

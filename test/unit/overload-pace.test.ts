@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest'
-import { DOWN, OverloadPace, QUIET_MS, RATE_WINDOW_MS, RETRY_SHARE, UP, UP_FIRST } from '../../src/buffer/overload-pace.js'
+import { DOWN, MAX_GROWTH, MAX_HOLD_MS, OverloadPace, QUIET_MS, RATE_WINDOW_MS, RETRY_SHARE, UP, UP_FIRST } from '../../src/buffer/overload-pace.js'
 import { apply, commandError, HOLD, rejectWith, settle, type BulkCall, type Responder, type Settled } from './fake-db.js'
-import { advance, fastForward, harness, useFakeClock } from './harness.js'
+import { advance, fastForward, harness, loose, useFakeClock } from './harness.js'
 
 // The overload pace's rule (overload-pace.ts), on a time passed in by hand, then the buffer
 // behind a token bucket that answers 462 as MongoDB 8's ingress limiter does, on a fake clock.
-// Each test fails without a pace: it asserts a hold, a move, or commands sent ÷ accepted.
+// The rule's tests assert a hold, a move or an end; the buffer's, commands sent ÷ accepted,
+// shedding, and the pace's end, each failing without the pace (or with it never ending).
 
 /** 1,000 writes acknowledged over the last second, in batches of 100: a rate of 1 write per ms. */
 function served (pace: OverloadPace, until: number): void {
@@ -13,13 +14,6 @@ function served (pace: OverloadPace, until: number): void {
 }
 
 describe('the overload pace (overload-pace.ts)', () => {
-  it('no pace until the server says it is overloaded', () => {
-    const pace = new OverloadPace()
-    served(pace, 10_000)
-    pace.sent(10_000, 500)
-    expect(pace.nextAt).toBe(0)
-  })
-
   it('starts at the rate the server acknowledged writes at over the last second; the first refused batch goes again its time at that rate later', () => {
     const pace = new OverloadPace()
     served(pace, 10_000)
@@ -41,26 +35,23 @@ describe('the overload pace (overload-pace.ts)', () => {
     expect(pace.nextAt).toBeCloseTo(10_110 + RETRY_SHARE * 500 / DOWN, 6) // jitter 0.5: × 1, at the slowed rate
   })
 
-  it('nothing acknowledged before (a buffer that met the overload first): starts at the refused batch per second; while that guess was never slowed no batch holds the next back more than a second, and each acknowledged probe speeds it by UP_FIRST', () => {
+  it('nothing acknowledged before (a buffer that met the overload first): starts at the refused batch per second; no batch holds the next back more than MAX_HOLD_MS; each acknowledged probe speeds it by UP_FIRST', () => {
     const pace = new OverloadPace()
     pace.overloaded(0, 10, -5, 0)
     expect(pace.rate).toBe(10 / RATE_WINDOW_MS)
     expect(pace.nextAt).toBe(1_000)
-    pace.waited(5)
-    pace.sent(1_000, 1_000) // 100 s at that rate: held back a second at most
-    expect(pace.nextAt).toBe(2_000)
+    pace.waited()
+    pace.sent(1_000, 1_000) // 100 s at that rate
+    expect(pace.nextAt).toBe(1_000 + MAX_HOLD_MS)
     pace.acknowledged(1_010, 1_000)
     expect(pace.rate).toBeCloseTo(UP_FIRST * 10 / RATE_WINDOW_MS, 12)
-    pace.overloaded(1_500, 100, 1_200, 0) // slowed once: the rate is no guess any more
-    pace.sent(2_000, 1_000)
-    expect(pace.nextAt).toBeCloseTo(2_000 + 1_000 / (UP_FIRST * DOWN * 10 / RATE_WINDOW_MS), 6)
   })
 
   it('a speed-up shortens the wait already begun', () => {
     const pace = new OverloadPace()
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0) // 1 write per ms
-    pace.waited(10_050)
+    pace.waited()
     pace.sent(10_100, 500)
     expect(pace.nextAt).toBe(10_600)
     pace.acknowledged(10_110, 500)
@@ -84,13 +75,13 @@ describe('the overload pace (overload-pace.ts)', () => {
     pace.sent(10_200, 100)
     pace.acknowledged(10_210, 100)
     expect(pace.rate).toBe(1)
-    pace.waited(0)
+    pace.waited()
     pace.sent(10_310, 100)
     pace.acknowledged(10_320, 100)
     expect(pace.rate).toBeCloseTo(UP_FIRST, 9)
     pace.overloaded(10_500, 100, 10_400, 0.5)
     expect(pace.rate).toBeCloseTo(UP_FIRST * DOWN, 9)
-    pace.waited(0)
+    pace.waited()
     pace.sent(10_700, 100)
     pace.acknowledged(10_710, 100)
     expect(pace.rate).toBeCloseTo(UP_FIRST * DOWN * UP, 9)
@@ -111,18 +102,31 @@ describe('the overload pace (overload-pace.ts)', () => {
     expect(pace.slowed).toBe(2)
   })
 
-  it('ends QUIET_MS after both the last overload answer and the last batch it held back, at the next acknowledgment', () => {
+  it('ends QUIET_MS after the last overload answer, at the next acknowledgment; one starting again soon after starts slowed', () => {
     const pace = new OverloadPace()
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0.5)
-    pace.waited(11_000) // still holding batches back: the server takes no more than the pace
+    pace.waited() // holding batches back does not keep it
+    pace.acknowledged(10_000 + QUIET_MS - 1, 10)
+    expect(pace.rate).toBe(1)
     pace.acknowledged(10_000 + QUIET_MS, 10)
-    expect(pace.rate).toBe(1)
-    pace.acknowledged(11_000 + QUIET_MS - 1, 10)
-    expect(pace.rate).toBe(1)
-    pace.acknowledged(11_000 + QUIET_MS, 10)
     expect(pace.rate).toBe(0)
     expect(pace.nextAt).toBe(0)
+    pace.overloaded(16_000, 100, 15_990, 0.5)
+    expect(pace.slowedSinceStart).toBe(true) // it probes by UP, not UP_FIRST: the rate it restarts from is the last pace's
+  })
+
+  it('grows to at most MAX_GROWTH times what was acknowledged over the last second', () => {
+    const pace = new OverloadPace()
+    served(pace, 10_000)
+    pace.overloaded(10_000, 100, 9_990, 0)
+    for (let k = 0; k < 50; k++) {
+      pace.waited()
+      pace.sent(10_100 + k, 1)
+      pace.acknowledged(10_100 + k, 1)
+    }
+    expect(pace.rate).toBeLessThanOrEqual(MAX_GROWTH * 1_050 / RATE_WINDOW_MS)
+    expect(pace.rate).toBeGreaterThan(1)
   })
 
   it('behind a token bucket, always backlogged: about one refusal per ten batches, and ≥ 90% of the bucket\'s rate served', () => {
@@ -139,7 +143,7 @@ describe('the overload pace (overload-pace.ts)', () => {
       const random = (): number => { seed = (seed * 16807) % 2147483647; return seed / 2147483647 }
       while (t < 300_000) {
         const gate = paced ? pace.nextAt : nextAt
-        if (gate > t) { pace.waited(t); t = gate }
+        if (gate > t) { pace.waited(); t = gate }
         tokens = Math.min(1_000, tokens + (t - filledAt))
         filledAt = t
         const sentAt = t
@@ -235,6 +239,30 @@ describe('the buffer behind a token bucket answering 462 (the pace in the Dispat
     expect(told('WRITE_BUFFER_SHED')).toBeGreaterThan(0.25 * (told('WRITE_BUFFER_SHED') + told('WRITE_BUFFER_TIMEOUT')))
   }, 60_000)
 
+  it('ends once the server stops refusing, under a light load over 8 collections (two batches sent in one turn are no reason to keep it), and a burst after it goes at once', async () => {
+    const clock = useFakeClock()
+    const { fake, wb, c } = harness({ maxBatchSize: 50, retry: { maxAttempts: 100 } })
+    await c.insertOne({ _id: 'warm' })
+    fake.fallback = bucket(() => clock.now(), 0.1, 50).responder
+    const flood = await fastForward(Promise.all(Array.from({ length: 300 }, async (_, i) => await settle(c.insertOne({ _id: i })))))
+    expect(flood.status).toBe('fulfilled')
+    expect(wb.stats().overloadPace).toBeGreaterThan(0)
+    fake.fallback = apply // the overload is over
+    const colls = Array.from({ length: 8 }, (_, k) => loose(wb.collection(`light${k}`)))
+    const light: Array<Promise<unknown>> = []
+    for (let t = 0; t < QUIET_MS + 2_000; t += 100) {
+      for (const [k, coll] of colls.entries()) light.push(coll.insertOne({ _id: `${t}-${k}` }))
+      await advance(100)
+    }
+    await fastForward(Promise.all(light))
+    expect(wb.stats().overloadPace).toBe(0)
+    const before = fake.calls.length
+    const burst = Promise.all(Array.from({ length: 500 }, async (_, i) => await c.insertOne({ _id: `burst${i}` })))
+    await advance(0)
+    await burst // no timer needed: nothing holds it back
+    expect(fake.calls.length - before).toBeLessThanOrEqual(12)
+  }, 60_000)
+
   it('adaptive: every write acknowledged with at most 1.5 commands sent per command accepted; fixed, without the pace: far more', async () => {
     const adaptive = await flood('adaptive')
     expect(adaptive.acknowledged).toBe(1_000)
@@ -244,6 +272,5 @@ describe('the buffer behind a token bucket answering 462 (the pace in the Dispat
     expect(adaptive.pace).toBeLessThan(200)
     const fixed = await flood('fixed')
     expect(fixed.sentPerAccepted).toBeGreaterThan(2)
-    expect(fixed.pace).toBe(0)
   }, 60_000)
 })
