@@ -122,17 +122,21 @@ export async function inFlightModes (db) {
 /** Samples stats().inFlightLimit (when the build reports it) and inFlight while the row runs. */
 function limitSampler (wb) {
   const limits = []
+  const paces = [] // stats().overloadPace while paced (writes/s), where the build has it
   let maxInFlight = 0
   const timer = setInterval(() => {
     const s = wb.stats()
     if (typeof s.inFlightLimit === 'number') limits.push(s.inFlightLimit)
+    if (typeof s.overloadPace === 'number' && s.overloadPace > 0) paces.push(s.overloadPace)
     maxInFlight = Math.max(maxInFlight, s.inFlight)
   }, 25)
   return {
     stop () {
       clearInterval(timer)
       const mean = limits.length === 0 ? null : round(limits.reduce((a, b) => a + b, 0) / limits.length, 1)
-      return { meanLimit: mean, lastLimit: limits.at(-1) ?? null, maxInFlight }
+      const pace = paces.length === 0 ? null : { p10: paces.toSorted((a, b) => a - b)[Math.floor(paces.length / 10)], p50: paces.toSorted((a, b) => a - b)[Math.floor(paces.length / 2)], samples: paces.length }
+      if (process.env.FWB_BENCH_PACE_TRACE) console.error('[bench] pace trace', paces.filter((_, i) => i % 8 === 0).join(' '))
+      return { meanLimit: mean, lastLimit: limits.at(-1) ?? null, maxInFlight, pace }
     },
   }
 }

@@ -27,13 +27,12 @@
  *   (the overload may be over: a burst then must not crawl up by 1% a batch). It never grows
  *   past MAX_GROWTH times the writes acknowledged over the last RATE_WINDOW_MS (or the batch):
  *   past that it holds nothing back anyway;
- * - the batch refused first goes again its writes' time at the pace later (the server had just
- *   run out: × 1-1.1, jittered); one refused while paced, RETRY_SHARE of that (× 0.5-1.5): the
- *   pace was a little too fast, so the server lacked a little, not everything, and a full wait
- *   would leave what it can take unused. Refused again before any acknowledgment, it lacked
- *   more: that resend waits the whole time, and the one after goes soon again (resending soon
- *   each time cut the pace at each refusal, down to a third of the server's rate behind a
- *   bucket far from a batch's worth);
+ * - a refused batch leaves the gate where its send put it: the next batch goes the refused
+ *   one's time at the pace after it went, as if it had been taken (resending a tenth of that
+ *   time later cut the pace at refusals it did not earn: the server had run out, and the next
+ *   batch may be larger; bench overload (b) then served 0.7x the bucket's rate). The batch
+ *   refused first waits its whole time from the refusal, × 1-1.1 (jittered: buffers of several
+ *   app instances refused at once do not come back at once);
  * - QUIET_MS after the last overload answer the pace ends (the first batch acknowledged then
  *   ends it). A pace held just under the server's rate meets a refusal every ten probes or so;
  *   if it ends between two, the next refusal starts it again, from what was acknowledged over
@@ -49,8 +48,8 @@ export const UP = 1.01
 export const UP_FIRST = 1.5
 /** ...and by this per overload answer (once per cut). */
 export const DOWN = 0.9
-/** A refused batch is resent after this share of its writes' time at the pace (jittered). */
-export const RETRY_SHARE = 0.1
+/** The batch refused first waits its writes' time at the pace × 1 to 1 + this (jittered). */
+export const START_JITTER = 0.1
 /** The pace ends this long after the last overload answer. */
 export const QUIET_MS = 10_000
 /** After this many acknowledged probes with no overload answer, the pace probes by UP_FIRST again. */
@@ -68,7 +67,7 @@ export class OverloadPace {
   /**
    * The gate, read with the rate of the moment (so a probe that speeds the pace up shortens the
    * wait already begun): no batch goes before `#from + #held / #rate` (the time at the pace of
-   * the writes sent last, from when they went), nor before `#notBefore` (a refused batch's resend)
+   * the writes sent last, from when they went), nor before `#notBefore` (the first refused batch's jittered wait)
    */
   #from = 0
   #held = 0
@@ -94,8 +93,6 @@ export class OverloadPace {
   sped = 0
   /** acknowledged probes since the pace was last slowed */
   #probesSinceCut = 0
-  /** a refused batch was resent soon (RETRY_SHARE) since the last acknowledgment */
-  #resentSoon = false
   /** the pace was slowed since it started: it probes by UP from then on */
   slowedSinceStart = false
 
@@ -130,7 +127,6 @@ export class OverloadPace {
     this.#acked += writes
     this.#forget(now)
     if (this.#rate === 0) return
-    this.#resentSoon = false
     if (now - this.#lastOverloadAt >= QUIET_MS) {
       this.#end(now)
       return
@@ -147,7 +143,7 @@ export class OverloadPace {
 
   /**
    * The server answered a batch of `writes` writes, sent at `sentAt`, that it is overloaded.
-   * `jitter`, in [0, 1): where in ×0.5-1.5 the resend falls.
+   * `jitter`, in [0, 1): where in ×1 to 1 + START_JITTER the first refused batch's wait falls.
    */
   overloaded (now: number, writes: number, sentAt: number, jitter: number): void {
     this.#lastOverloadAt = now
@@ -161,7 +157,7 @@ export class OverloadPace {
       // the server just ran out: the refused batch waits its whole time at the pace
       this.#from = now
       this.#held = writes
-      this.#notBefore = now + (writes / this.#rate) * (1 + RETRY_SHARE * jitter)
+      this.#notBefore = now + (writes / this.#rate) * (1 + START_JITTER * jitter)
       this.#cutAt = now
       return
     }
@@ -169,22 +165,13 @@ export class OverloadPace {
     // it holds no time of the pace; it goes again in turn
     if (sentAt <= this.#startedAt) return
     if (this.#probes > 0) this.#probes--
-    // the time it held is free again (the server took nothing), unless a later batch holds the
-    // gate now (its send was stamped later than this one's: the pump's time, then the Sender's)
-    if (sentAt >= this.#from) this.#held = Math.max(0, this.#held - writes)
     if (sentAt > this.#cutAt) {
-      // sent at the pace (or resent soon after a cut) and refused: the pace is a little fast;
-      // slowed, and the batch goes again soon, as the server lacked a little, not everything
+      // sent at the pace and refused: the pace is a little fast
       this.#rate *= DOWN
       this.#probesSinceCut = 0
       this.slowed++
       this.slowedSinceStart = true
       this.#cutAt = now
-      // the first refusal since an acknowledgment goes again soon; refused again, the server
-      // lacked more than a little (a bucket far from a batch's worth): the whole time at the pace
-      const share = this.#resentSoon ? 1 : RETRY_SHARE
-      this.#resentSoon = !this.#resentSoon
-      this.#notBefore = Math.max(this.#notBefore, now + share * (writes / this.#rate) * (0.5 + jitter))
     }
     // else: in flight when the pace was last cut, the same cause; it goes again in turn
   }
@@ -211,6 +198,5 @@ export class OverloadPace {
     this.#probes = 0
     this.#probesSinceCut = 0
     this.#waited = false
-    this.#resentSoon = false
   }
 }

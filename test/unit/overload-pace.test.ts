@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { DOWN, MAX_GROWTH, MAX_HOLD_MS, OverloadPace, QUIET_MS, RATE_WINDOW_MS, RETRY_SHARE, UP, UP_FIRST } from '../../src/buffer/overload-pace.js'
+import { DOWN, MAX_GROWTH, MAX_HOLD_MS, OverloadPace, QUIET_MS, RATE_WINDOW_MS, START_JITTER, UP, UP_FIRST } from '../../src/buffer/overload-pace.js'
 import { apply, commandError, HOLD, rejectWith, settle, type BulkCall, type Responder, type Settled } from './fake-db.js'
 import { advance, fastForward, harness, loose, useFakeClock } from './harness.js'
 
@@ -23,16 +23,16 @@ describe('the overload pace (overload-pace.ts)', () => {
     const late = new OverloadPace()
     served(late, 10_000)
     late.overloaded(10_010, 500, 10_005, 1)
-    expect(late.nextAt).toBeCloseTo(10_510 + RETRY_SHARE * 500, 6)
+    expect(late.nextAt).toBeCloseTo(10_510 + START_JITTER * 500, 6)
   })
 
-  it('a batch refused while paced goes again a jittered share of its time later (the pace was a little too fast)', () => {
+  it('a batch refused while paced leaves the gate where its send put it: the next batch goes its time at the slowed pace after it went', () => {
     const pace = new OverloadPace()
     served(pace, 10_000)
     pace.overloaded(10_000, 100, 9_990, 0)
     pace.sent(10_100, 500)
     pace.overloaded(10_110, 500, 10_100, 0.5)
-    expect(pace.nextAt).toBeCloseTo(10_110 + RETRY_SHARE * 500 / DOWN, 6) // jitter 0.5: × 1, at the slowed rate
+    expect(pace.nextAt).toBeCloseTo(10_100 + 500 / DOWN, 6)
   })
 
   it('nothing acknowledged before (a buffer that met the overload first): starts at the refused batch per second; no batch holds the next back more than MAX_HOLD_MS; each acknowledged probe speeds it by UP_FIRST', () => {
@@ -129,7 +129,10 @@ describe('the overload pace (overload-pace.ts)', () => {
     expect(pace.rate).toBeGreaterThan(1)
   })
 
-  it('behind a token bucket, always backlogged: about one refusal per ten batches, and ≥ 90% of the bucket\'s rate served', () => {
+  it('behind a token bucket, always backlogged, batches of one size: about one refusal per ten batches, and ≥ 85% of the bucket\'s rate served', () => {
+    // (a refused batch waits its whole time from its send: in this model a resend soon after would
+    // serve more, but with batches of varying sizes it cut the pace at refusals it did not earn:
+    // bench overload (b) served 0.7x the bucket's rate; overload-pace.ts)
     // the bucket: 1 write per ms, 1,000 at most; a batch of 1,000 passes when the bucket holds 1,000
     const run = (paced: boolean): { goodput: number, sentPerAccepted: number } => {
       const pace = new OverloadPace()
@@ -163,7 +166,7 @@ describe('the overload pace (overload-pace.ts)', () => {
       return { goodput: (accepted - 1) * 1_000 / t, sentPerAccepted: (accepted + refused) / accepted }
     }
     const paced = run(true)
-    expect(paced.goodput).toBeGreaterThanOrEqual(0.9)
+    expect(paced.goodput).toBeGreaterThanOrEqual(0.85)
     expect(paced.sentPerAccepted).toBeLessThanOrEqual(1.2)
     const unpaced = run(false)
     expect(unpaced.sentPerAccepted).toBeGreaterThan(10) // a resend every 25-50 ms for a second's worth of tokens
