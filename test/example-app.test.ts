@@ -188,6 +188,7 @@ describe('example app, through app.inject', () => {
     expect(res.body).toMatch(/^fwb_queue_wait_ms_count [1-9]\d*$/m)
     expect(res.body).toMatch(/^fwb_in_flight_limit [1-9]\d*$/m)
     expect(res.body).toMatch(/^fwb_shed_writes_total \d+$/m)
+    expect(res.body).toMatch(/^fwb_overload_pace_writes_per_second 0$/m) // no overload here: no pace
   })
 
   it('401 with one message for a wrong password and an unknown user', async () => {

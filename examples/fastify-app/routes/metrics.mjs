@@ -12,6 +12,7 @@ export default async function metricsRoute (app) {
   gauge('fwb_waiting_writes', 'Writes waiting for room (onFull: wait)', s => s.waiting)
   gauge('fwb_in_flight_bulk_writes', 'bulkWrite commands on the wire', s => s.inFlight)
   gauge('fwb_in_flight_limit', 'bulkWrite commands that may be on the wire now (the adaptive limit, 1 to maxInFlight)', s => s.inFlightLimit)
+  gauge('fwb_overload_pace_writes_per_second', 'While the server refuses writes as overloaded, the writes per second the buffer sends at most; 0 = no pace', s => s.overloadPace)
 
   // cumulative totals in stats() become Prometheus counters: each scrape adds what happened since the last
   const counter = (name, help, read) => {
