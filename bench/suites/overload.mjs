@@ -135,7 +135,6 @@ function limitSampler (wb) {
       clearInterval(timer)
       const mean = limits.length === 0 ? null : round(limits.reduce((a, b) => a + b, 0) / limits.length, 1)
       const pace = paces.length === 0 ? null : { p10: paces.toSorted((a, b) => a - b)[Math.floor(paces.length / 10)], p50: paces.toSorted((a, b) => a - b)[Math.floor(paces.length / 2)], samples: paces.length }
-      if (process.env.FWB_BENCH_PACE_TRACE) console.error('[bench] pace trace', paces.filter((_, i) => i % 8 === 0).join(' '))
       return { meanLimit: mean, lastLimit: limits.at(-1) ?? null, maxInFlight, pace }
     },
   }

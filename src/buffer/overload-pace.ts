@@ -93,8 +93,11 @@ export class OverloadPace {
   sped = 0
   /** acknowledged probes since the pace was last slowed */
   #probesSinceCut = 0
-  /** the pace was slowed since it started: it probes by UP from then on */
-  slowedSinceStart = false
+  /** the pace was slowed since it started (or started within QUIET_MS of the last one's end): it probes by UP */
+  #slowed = false
+
+  /** Whether it probes by UP (slowed since it started, or started soon after the last pace) rather than UP_FIRST (tests). */
+  get slowedSinceStart (): boolean { return this.#slowed }
 
   /** Clock time before which no batch may be sent; 0: no pace. */
   get nextAt (): number {
@@ -135,7 +138,7 @@ export class OverloadPace {
       this.#probes--
       const ceiling = MAX_GROWTH * Math.max(this.#acked, writes) / RATE_WINDOW_MS
       if (this.#rate < ceiling) {
-        this.#rate = Math.min(ceiling, this.#rate * (this.slowedSinceStart && ++this.#probesSinceCut < REPROBE_AFTER ? UP : UP_FIRST))
+        this.#rate = Math.min(ceiling, this.#rate * (this.#slowed && ++this.#probesSinceCut < REPROBE_AFTER ? UP : UP_FIRST))
         this.sped++
       }
     }
@@ -153,7 +156,7 @@ export class OverloadPace {
       this.#rate = Math.max(this.#acked, writes) / RATE_WINDOW_MS
       this.#startedAt = now
       // a pace that ended a moment ago was just under the server's rate: so is what it acknowledged
-      this.slowedSinceStart = now - this.#endedAt < QUIET_MS
+      this.#slowed = now - this.#endedAt < QUIET_MS
       // the server just ran out: the refused batch waits its whole time at the pace
       this.#from = now
       this.#held = writes
@@ -170,7 +173,7 @@ export class OverloadPace {
       this.#rate *= DOWN
       this.#probesSinceCut = 0
       this.slowed++
-      this.slowedSinceStart = true
+      this.#slowed = true
       this.#cutAt = now
     }
     // else: in flight when the pace was last cut, the same cause; it goes again in turn

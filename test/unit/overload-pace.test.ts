@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { DOWN, MAX_GROWTH, MAX_HOLD_MS, OverloadPace, QUIET_MS, RATE_WINDOW_MS, START_JITTER, UP, UP_FIRST } from '../../src/buffer/overload-pace.js'
-import { apply, commandError, HOLD, rejectWith, settle, type BulkCall, type Responder, type Settled } from './fake-db.js'
+import { apply, commandError, HOLD, rejectWith, settle, type Responder, type Settled } from './fake-db.js'
 import { advance, fastForward, harness, loose, useFakeClock } from './harness.js'
 
 // The overload pace's rule (overload-pace.ts), on a time passed in by hand, then the buffer
@@ -11,6 +11,31 @@ import { advance, fastForward, harness, loose, useFakeClock } from './harness.js
 /** 1,000 writes acknowledged over the last second, in batches of 100: a rate of 1 write per ms. */
 function served (pace: OverloadPace, until: number): void {
   for (let at = until - RATE_WINDOW_MS + 100; at <= until; at += 100) pace.acknowledged(at, 100)
+}
+
+/** A token bucket of `perMs` writes per ms holding at most `burst`: a command of n writes passes when it holds n tokens (as bench/overload-proxy-worker.mjs). */
+class TokenBucket {
+  #tokens: number
+  #at: number
+  accepted = 0
+  refused = 0
+  constructor (readonly perMs: number, readonly burst: number, now: number) {
+    this.#tokens = burst
+    this.#at = now
+  }
+
+  /** Whether a command of `writes` writes arriving at `now` passes (it takes its tokens). */
+  take (now: number, writes: number): boolean {
+    this.#tokens = Math.min(this.burst, this.#tokens + (now - this.#at) * this.perMs)
+    this.#at = now
+    if (this.#tokens < writes) {
+      this.refused++
+      return false
+    }
+    this.#tokens -= writes
+    this.accepted++
+    return true
+  }
 }
 
 describe('the overload pace (overload-pace.ts)', () => {
@@ -136,34 +161,26 @@ describe('the overload pace (overload-pace.ts)', () => {
     // the bucket: 1 write per ms, 1,000 at most; a batch of 1,000 passes when the bucket holds 1,000
     const run = (paced: boolean): { goodput: number, sentPerAccepted: number } => {
       const pace = new OverloadPace()
-      let tokens = 1_000
-      let filledAt = 0
+      const bucket = new TokenBucket(1, 1_000, 0)
       let t = 0
-      let accepted = 0
-      let refused = 0
       let nextAt = 0
       let seed = 1
       const random = (): number => { seed = (seed * 16807) % 2147483647; return seed / 2147483647 }
       while (t < 300_000) {
         const gate = paced ? pace.nextAt : nextAt
         if (gate > t) { pace.waited(); t = gate }
-        tokens = Math.min(1_000, tokens + (t - filledAt))
-        filledAt = t
         const sentAt = t
         pace.sent(t, 1_000)
         t += 2 + 4 * random() // the round trip
-        if (tokens >= 1_000) {
-          tokens -= 1_000
-          accepted++
+        if (bucket.take(sentAt, 1_000)) {
           pace.acknowledged(t, 1_000)
           nextAt = t
         } else {
-          refused++
           pace.overloaded(t, 1_000, sentAt, random())
           nextAt = t + 25 + 25 * random() // without the pace: the first backoff (retry.baseDelayMs 50, jittered)
         }
       }
-      return { goodput: (accepted - 1) * 1_000 / t, sentPerAccepted: (accepted + refused) / accepted }
+      return { goodput: (bucket.accepted - 1) * 1_000 / t, sentPerAccepted: (bucket.accepted + bucket.refused) / bucket.accepted }
     }
     const paced = run(true)
     expect(paced.goodput).toBeGreaterThanOrEqual(0.85)
@@ -179,31 +196,17 @@ describe('the buffer behind a token bucket answering 462 (the pace in the Dispat
    * when it holds as many tokens as writes. Answered at once, or `rttMs` later (decided on arrival).
    */
   function bucket (now: () => number, perMs: number, burst: number, rttMs = 0): { responder: Responder, accepted: () => number, refused: () => number } {
-    let tokens = burst
-    let at = now()
-    let accepted = 0
-    let refused = 0
+    const tokens = new TokenBucket(perMs, burst, now())
     const overloaded = (): Error => Object.assign(commandError(462, 'fake IngressRequestRateLimitExceeded'), {
       hasErrorLabel: (l: string) => ['SystemOverloadedError', 'RetryableError', 'NoWritesPerformed'].includes(l),
     })
-    const decide = (call: BulkCall): Responder => {
-      tokens = Math.min(burst, tokens + (now() - at) * perMs)
-      at = now()
-      if (tokens < call.models.length) {
-        refused++
-        return rejectWith(overloaded)
-      }
-      tokens -= call.models.length
-      accepted++
-      return apply
-    }
     const responder: Responder = (call, db) => {
-      const answer = decide(call)
+      const answer = tokens.take(now(), call.models.length) ? apply : rejectWith(overloaded)
       if (rttMs === 0) return answer(call, db)
       setTimeout(() => { call.answer(answer) }, rttMs)
       return HOLD
     }
-    return { responder, accepted: () => accepted, refused: () => refused }
+    return { responder, accepted: () => tokens.accepted, refused: () => tokens.refused }
   }
 
   async function flood (inFlightLimit: 'adaptive' | 'fixed'): Promise<{ sentPerAccepted: number, acknowledged: number, pace: number }> {
