@@ -255,46 +255,59 @@ export class WriteBuffer {
    * awaiting caller would get as a rejection at once (closed, full) are thrown here instead.
    */
   #submitDetached (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): void {
-    if (this.#closed) throw new WriteBufferError(ErrorCodes.CLOSED, 'write buffer is closed', 'not-sent', 0)
-    if (this.#admission.refuses(op, true)) {
-      const { maxPending } = this.#options
-      throw new WriteBufferError(ErrorCodes.FULL, `write buffer is full (${this.#admission.pending} pending, ` +
-        `${this.#admission.waiting} waiting; detached writes wait only up to 2 × maxPending ${maxPending})`, 'not-sent', 0)
-    }
+    if (this.#closed) throw closedBuffer()
+    if (this.#admission.refuses(op, true)) throw this.#fullDetached()
     op.submitTo(queue, this.#tracing.capturing ? this.#tracing.activeSpan() : undefined)
     this.#settler.openDetached(op)
     this.#enter(queue, op, options)
   }
 
   #submit (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): Promise<WriteResult> {
-    if (this.#closed) return Promise.reject(new WriteBufferError(ErrorCodes.CLOSED, 'write buffer is closed', 'not-sent', 0))
+    if (this.#closed) return Promise.reject(closedBuffer())
     op.submitTo(queue, this.#tracing.capturing ? this.#tracing.activeSpan() : undefined)
     const promise = this.#settler.open(op)
     this.#enter(queue, op, options)
     return promise
   }
 
-  /** Deadline, abort signal, room, read cache: the same for awaited and detached writes. */
+  /**
+   * Deadline, abort signal, room, read cache: the same for awaited and detached writes. Every
+   * write runs it, so what few writes need (a linger, a refusal's message) is a method of its
+   * own: this one stays small enough for the engine to inline whole into the caller's call.
+   */
   #enter (queue: CollectionQueue, op: WriteOp, options: WriteOptions | undefined): void {
     const timeoutMs = this.#deadlines.start(op, options?.timeoutMs)
     const linger = options?.lingerMs
     // only an updateOne can take later writes of its target in: lingering is for those
-    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) {
-      const now = this.#options.clock.now()
-      op.linger(lingerEndFor(now, op.deadline, now + linger))
-    }
+    if (linger !== undefined && linger > 0 && op.kind === UPDATE_ONE) this.#linger(op, linger)
     const signal = options?.signal
     // a write with a deadline, while the buffer is backlogged: one that would expire queued is told now (service-rate.ts)
     if (timeoutMs > 0 && this.#serviceRate.measured && this.#shed(queue, op, timeoutMs)) return
     if (signal !== undefined && !this.#aborts.watch(op, signal)) {
       this.#settler.reject(op, abortError(0))
     } else if (!this.#admission.offer(op)) {
-      const { maxPending } = this.#options
-      this.#settler.reject(op, new WriteBufferError(ErrorCodes.FULL,
-        `write buffer is full (${this.#admission.pending} pending, maxPending ${maxPending})`, 'not-sent', 0))
+      this.#settler.reject(op, this.#full())
     } else {
       this.cache?.noteWrite(queue.name, op) // a read after this call must see it, even while it waits
     }
+  }
+
+  /** `op` lingers `ms` for later writes of its target, within half its time left. */
+  #linger (op: WriteOp, ms: number): void {
+    const now = this.#options.clock.now()
+    op.linger(lingerEndFor(now, op.deadline, now + ms))
+  }
+
+  /** The refusal of a write that finds the buffer full (onFull: 'reject'). */
+  #full (): WriteBufferError {
+    return new WriteBufferError(ErrorCodes.FULL,
+      `write buffer is full (${this.#admission.pending} pending, maxPending ${this.#options.maxPending})`, 'not-sent', 0)
+  }
+
+  /** The refusal of a detached write that finds the buffer full: it cannot wait for room. */
+  #fullDetached (): WriteBufferError {
+    return new WriteBufferError(ErrorCodes.FULL, `write buffer is full (${this.#admission.pending} pending, ` +
+      `${this.#admission.waiting} waiting; detached writes wait only up to 2 × maxPending ${this.#options.maxPending})`, 'not-sent', 0)
   }
 
   /**
@@ -310,4 +323,9 @@ export class WriteBuffer {
       `write shed: the ${ahead} writes ahead of it would outlast its ${timeoutMs} ms deadline at the rate the server serves the buffer now`, 'not-sent', 0))
     return true
   }
+}
+
+/** The refusal of a write submitted after close(). */
+function closedBuffer (): WriteBufferError {
+  return new WriteBufferError(ErrorCodes.CLOSED, 'write buffer is closed', 'not-sent', 0)
 }
