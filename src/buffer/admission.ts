@@ -68,6 +68,13 @@ export class Admission {
     if (this.#waitHead < this.#waiters.length) this.#admitWaiters()
   }
 
+  /** `writes` pending writes of `bytes` in all settled (an acknowledged batch): their room goes to the waiters, in order. */
+  leftAll (writes: number, bytes: number): void {
+    this.#pending -= writes
+    this.#pendingBytes -= bytes
+    if (this.#waitHead < this.#waiters.length) this.#admitWaiters()
+  }
+
   /** A waiting op settled (aborted, expired, closed) before it got room: those behind it may fit now. */
   leftWaiting (): void {
     this.#waiting--

@@ -17,7 +17,6 @@ export class FlushTracker {
   readonly #awaiting: Waiter[] = []
 
   get unsettled (): number { return this.#unsettled }
-  /** whether a flush() still waits */
   /** a flush() is waiting for writes to settle */
   get awaited (): boolean { return this.#awaiting.length > 0 }
 
@@ -29,11 +28,12 @@ export class FlushTracker {
     return this.#epoch
   }
 
-  settle (epoch: number): void {
+  /** `writes` writes opened in `epoch` settled. */
+  settle (epoch: number, writes = 1): void {
     const i = epoch - this.#base
-    const left = (this.#counts[i] ?? 0) - 1
+    const left = (this.#counts[i] ?? 0) - writes
     this.#counts[i] = left
-    this.#unsettled--
+    this.#unsettled -= writes
     if (i !== 0 || left !== 0 || this.#awaiting.length === 0) return
     // drop every leading epoch that has nothing unsettled (the current one always stays)
     let done = 0

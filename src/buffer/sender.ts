@@ -15,7 +15,7 @@ import { Batch, type Route } from './batch.js'
 import type { CollectionQueue } from './collection-queue.js'
 import { Wire } from './wire.js'
 import { Latency } from './latency.js'
-import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, noneGoesAgain, PartialFailureReader, resultOf, type RetryPolicy } from './outcomes.js'
+import { afterBatchFailure, afterUnsendable, confirmInserted, batchFailed, closedError, noneGoesAgain, PartialFailureReader, type RetryPolicy } from './outcomes.js'
 import { FENCE_MARGIN_MS, waitOut, type Fence, type Retries } from './retries.js'
 import type { ServerLiveness } from '../mongo/liveness.js'
 import type { Settler } from './settler.js'
@@ -158,11 +158,7 @@ export class Sender {
     const upserted = result?.upsertedIds
     const ops = batch.ops
     this.onAcknowledged?.(batch.queue.name, ops, i => upserted?.[i])
-    let acked = 0
-    for (let i = 0; i < ops.length; i++) {
-      const op = ops[i] as WriteOp
-      if (op.state !== SETTLED) acked += this.settler.resolve(op, resultOf(op, i, upserted))
-    }
+    const acked = this.settler.resolveAll(ops, upserted)
     const logger = this.options.logger
     if (logger !== undefined && logger.isLevelEnabled?.('debug') !== false) {
       logger.debug({ collection: batch.queue.name, ops: ops.length, acked }, 'write buffer: flushed')

@@ -2,6 +2,7 @@ import type { ReadCache } from '../cache/read-cache.js'
 import {
   CREATED, SETTLED, WAITING, type WriteOp, type WriteResult,
 } from '../write/write-op.js'
+import { resultOf } from './outcomes.js'
 import type { Admission } from './admission.js'
 import type { FlushTracker } from './flush-tracker.js'
 
@@ -16,6 +17,9 @@ function takeResolvers (resolve: (r: WriteResult) => void, reject: (e: Error) =>
   op.awaitedWith(resolve, reject)
   opening = null
 }
+
+/** Room and flush epochs given back by a batch's writes: `run` writes of `epoch` not told to the FlushTracker yet. */
+interface Room { writes: number, bytes: number, epoch: number, run: number }
 
 /**
  * The one owner of "settled": creates each write's promise and is the only caller of its
@@ -71,6 +75,59 @@ export class Settler {
     }
     this.acknowledged += n
     return n
+  }
+
+  /**
+   * Resolves the writes of an acknowledged batch, each with its result (`upsertedIds`: the
+   * server's, by index) and the writes coalesced into it with `{}`; returns how many settled.
+   * As `resolve` for each, but what is counted per write — the room, the flush() epochs — goes
+   * back once per batch, after every caller was told.
+   */
+  resolveAll (ops: readonly WriteOp[], upsertedIds: Record<number, unknown> | undefined): number {
+    const room: Room = { writes: 0, bytes: 0, epoch: 0, run: 0 }
+    let n = 0
+    try {
+      for (let i = 0; i < ops.length; i++) {
+        const op = ops[i] as WriteOp
+        if (op.state === SETTLED) continue
+        op.resolve(resultOf(op, i, upsertedIds))
+        this.#releaseAcknowledged(op, room)
+        n++
+        if (op.coalesced === null) continue
+        // only the first of a coalesced sequence could have upserted
+        for (const c of op.coalesced) {
+          if (c.state === SETTLED) continue
+          c.resolve(EMPTY)
+          this.#releaseAcknowledged(c, room)
+          n++
+        }
+      }
+    } finally {
+      // also when reading a result broke half-way: the writes settled so far give theirs back
+      this.acknowledged += n
+      if (room.run > 0) this.flushes.settle(room.epoch, room.run)
+      this.admission.leftAll(room.writes, room.bytes)
+    }
+    return n
+  }
+
+  /** #release for an acknowledged write of a batch, but its room and flush epoch are summed in `room`. */
+  #releaseAcknowledged (op: WriteOp, room: Room): void {
+    const was = op.settle()
+    op.unlisten()
+    if (op.epoch !== room.epoch) {
+      if (room.run > 0) this.flushes.settle(room.epoch, room.run)
+      room.epoch = op.epoch
+      room.run = 0
+    }
+    room.run++
+    this.cache?.settleWrite(op.queue.name, op, true, false)
+    if (was === WAITING) {
+      this.admission.leftWaiting()
+    } else {
+      room.writes++
+      room.bytes += op.bytes
+    }
   }
 
   /** Rejects `op` and the writes coalesced into it with `err`; returns how many settled. */

@@ -1,5 +1,7 @@
-import { describe, expect, it, vi } from 'vitest'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
+import { Admission } from '../../src/buffer/admission.js'
 import { Batch } from '../../src/buffer/batch.js'
+import { FlushTracker } from '../../src/buffer/flush-tracker.js'
 import type { Document } from 'mongodb'
 import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../../src/index.js'
 import { bulkWriteError, hold, pause, rejectWith, resolveWith, serverSelectionError, settle, track, type Responder, type Settled } from './fake-db.js'
@@ -182,6 +184,32 @@ describe('flush()', () => {
     second.answer()
     await b
     expect(await flush2.promise).toEqual({ status: 'fulfilled', value: undefined })
+  })
+
+  it('an acknowledged batch gives back its room once, and its flush epochs once per run of writes', async () => {
+    const leftOne = vi.spyOn(Admission.prototype, 'left')
+    const epochs = vi.spyOn(FlushTracker.prototype, 'settle')
+    onTestFinished(() => { leftOne.mockRestore(); epochs.mockRestore() })
+    const { fake, wb, c } = harness()
+    fake.fallback = hold
+    const order: string[] = []
+    const told = (w: Promise<unknown>, name: string): Promise<unknown> => w.then(() => { order.push(name) })
+    // one batch: three writes before the first flush(), two between it and the second
+    const first = [0, 1, 2].map(i => told(c.insertOne({ i }), `write ${i}`))
+    const flush1 = told(wb.flush(), 'flush 1')
+    const second = [3, 4].map(i => told(c.insertOne({ i }), `write ${i}`))
+    const flush2 = told(wb.flush(), 'flush 2')
+    const call = await fake.waitForCalls(1)
+    expect(call.models).toHaveLength(5)
+    epochs.mockClear()
+    call.answer()
+    await Promise.all([...first, flush1, ...second, flush2])
+    // each flush() resolves after the callers of the writes it waits for
+    expect(order.indexOf('flush 1')).toBeGreaterThan(order.indexOf('write 2'))
+    expect(order.at(-1)).toBe('flush 2')
+    expect(epochs.mock.calls.map(([, writes]) => writes)).toEqual([3, 2])
+    expect(leftOne).not.toHaveBeenCalled()
+    expect(wb.stats()).toMatchObject({ pending: 0, acknowledgedOps: 5 })
   })
 
   it('also waits for a write that failed and is waiting to be retried', async () => {
