@@ -21,7 +21,9 @@ export async function buildBaseline (ref) {
       if (!existsSync(`${dir}/node_modules`)) {
         await run('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: dir, timeout: 300_000, maxBuffer: 16 << 20 })
       }
-      await run(process.execPath, [`${dir}/node_modules/typescript/bin/tsc`, '-p', 'tsconfig.build.json'], { cwd: dir })
+      // its own build: scripts/build.mjs where it has one (it also copies the .cjs files tsc leaves out)
+      if (existsSync(`${dir}/scripts/build.mjs`)) await run(process.execPath, ['scripts/build.mjs'], { cwd: dir })
+      else await run(process.execPath, [`${dir}/node_modules/typescript/bin/tsc`, '-p', 'tsconfig.build.json'], { cwd: dir })
     }
     return { commit, entry }
   } catch (err) {

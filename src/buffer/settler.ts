@@ -121,6 +121,7 @@ export class Settler {
       room.run = 0
     }
     room.run++
+    if (was === CREATED) return // as in #release (none is, in a batch sent)
     this.cache?.settleWrite(op.queue.name, op, true, false)
     if (was === WAITING) {
       this.admission.leftWaiting()
