@@ -80,8 +80,8 @@ export class Settler {
   /**
    * Resolves the writes of an acknowledged batch, each with its result (`upsertedIds`: the
    * server's, by index) and the writes coalesced into it with `{}`; returns how many settled.
-   * As `resolve` for each, but what is counted per write — the room, the flush() epochs — goes
-   * back once per batch, after every caller was told.
+   * As `resolve` for each, but what is counted per write goes back at once: the room after
+   * every caller was told, and the flush() epochs per run of writes of one epoch, as it ends.
    */
   resolveAll (ops: readonly WriteOp[], upsertedIds: Record<number, unknown> | undefined): number {
     const room: Room = { writes: 0, bytes: 0, epoch: 0, run: 0 }
@@ -106,7 +106,7 @@ export class Settler {
       // also when reading a result broke half-way: the writes settled so far give theirs back
       this.acknowledged += n
       if (room.run > 0) this.flushes.settle(room.epoch, room.run)
-      this.admission.leftAll(room.writes, room.bytes)
+      if (room.writes > 0) this.admission.leftAll(room.writes, room.bytes)
     }
     return n
   }
@@ -122,13 +122,13 @@ export class Settler {
     }
     room.run++
     if (was === CREATED) return // as in #release (none is, in a batch sent)
-    this.cache?.settleWrite(op.queue.name, op, true, false)
     if (was === WAITING) {
       this.admission.leftWaiting()
     } else {
       room.writes++
       room.bytes += op.bytes
     }
+    this.cache?.settleWrite(op.queue.name, op, true, false)
   }
 
   /** Rejects `op` and the writes coalesced into it with `err`; returns how many settled. */
