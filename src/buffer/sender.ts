@@ -127,7 +127,8 @@ export class Sender {
   /** A bug in result handling must not strand the batch: settle whoever is left. */
   #internalError (batch: Batch<CollectionQueue>, bug: unknown): void {
     for (const op of batch.ops) {
-      if (op.state === IN_FLIGHT) {
+      // a write settled before the bug may have writes coalesced into it still unsettled: reject reaches them too
+      if (op.state === IN_FLIGHT || op.coalesced?.some(c => c.state === IN_FLIGHT) === true) {
         this.settler.reject(op, new WriteBufferError(ErrorCodes.BATCH_FAILED, `internal error: ${String(bug)}`, 'unknown', op.attempts, bug))
       }
     }

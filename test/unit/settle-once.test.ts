@@ -2,6 +2,7 @@ import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import { Admission } from '../../src/buffer/admission.js'
 import { Batch } from '../../src/buffer/batch.js'
 import { FlushTracker } from '../../src/buffer/flush-tracker.js'
+import { ReadCache } from '../../src/cache/read-cache.js'
 import type { Document } from 'mongodb'
 import { ErrorCodes, WriteBufferError, WriteRejectedError } from '../../src/index.js'
 import { bulkWriteError, hold, pause, rejectWith, resolveWith, serverSelectionError, settle, track, type Responder, type Settled } from './fake-db.js'
@@ -95,6 +96,28 @@ describe('every write settles exactly once', () => {
     const last = settled[3]
     expect(last?.status === 'rejected' && last.reason.message).toMatch(/internal error.*boom/)
     await expectAllSettledOnce(h, 4, settled)
+  })
+
+  it('when settling breaks at a write others were coalesced into: they are rejected too, none is left in flight', async () => {
+    const h = harness({ cache: { ttlMs: 60_000 } })
+    h.fake.fallback = hold
+    const first = settle(h.c.updateOne({ _id: 1 }, { $set: { a: 1 } }, { upsert: true }))
+    const call = await h.fake.waitForCalls(1)
+    // parked behind the first while it is out, then coalesced into one write of the next batch
+    const later = [2, 3, 4].map(v => settle(h.c.updateOne({ _id: 1 }, { $set: { a: v } })))
+    call.answer()
+    expect(await first).toMatchObject({ status: 'fulfilled' })
+    const next = await h.fake.waitForCalls(2)
+    expect(next.models).toHaveLength(1)
+    // a bug in the read cache while the leader is settled: the leader is told, its joiners are not yet
+    const broken = vi.spyOn(ReadCache.prototype, 'settleWrite').mockImplementationOnce(() => { throw new Error('boom') })
+    onTestFinished(() => { broken.mockRestore() })
+    next.answer()
+    const settled = await Promise.all(later)
+    expect(settled[0]).toMatchObject({ status: 'fulfilled' })
+    for (const s of settled.slice(1)) expect(s.status === 'rejected' && s.reason.message).toMatch(/internal error.*boom/)
+    expect(h.wb.stats()).toMatchObject({ inFlight: 0 })
+    await h.wb.flush()
   })
 
   it('when preparing a batch breaks before it is sent: its writes fail not-sent, the slot is freed, nothing is stranded', async () => {
