@@ -61,15 +61,8 @@ export class Admission {
     op.queue.push(op)
   }
 
-  /** A pending op settled: its room goes to the waiters, in order. */
-  left (op: WriteOp): void {
-    this.#pending--
-    this.#pendingBytes -= op.bytes
-    if (this.#waitHead < this.#waiters.length) this.#admitWaiters()
-  }
-
-  /** `writes` pending writes of `bytes` in all settled (an acknowledged batch): their room goes to the waiters, in order. */
-  leftAll (writes: number, bytes: number): void {
+  /** `writes` pending writes of `bytes` in all settled: their room goes to the waiters, in order. */
+  left (writes: number, bytes: number): void {
     this.#pending -= writes
     this.#pendingBytes -= bytes
     if (this.#waitHead < this.#waiters.length) this.#admitWaiters()

@@ -18,8 +18,13 @@ function takeResolvers (resolve: (r: WriteResult) => void, reject: (e: Error) =>
   opening = null
 }
 
-/** Room and flush epochs given back by a batch's writes: `run` writes of `epoch` not told to the FlushTracker yet. */
+/**
+ * What settling writes gives back, summed while they settle and given back at once
+ * (Settler#giveBack): `writes` admitted writes of `bytes` in all, and `run` writes of `epoch`
+ * not told to the FlushTracker yet.
+ */
 interface Room { writes: number, bytes: number, epoch: number, run: number }
+const emptyRoom = (): Room => ({ writes: 0, bytes: 0, epoch: 0, run: 0 })
 
 /**
  * The one owner of "settled": creates each write's promise and is the only caller of its
@@ -58,18 +63,47 @@ export class Settler {
 
   /** Resolves `op` with `value` and the writes coalesced into it with `{}`; returns how many settled. */
   resolve (op: WriteOp, value: WriteResult): number {
+    const room = emptyRoom()
+    try {
+      return this.#resolve(op, value, room)
+    } finally {
+      this.#giveBack(room)
+    }
+  }
+
+  /**
+   * Resolves the writes of an acknowledged batch, each with its result (`upsertedIds`: the
+   * server's, by index); returns how many settled. As `resolve` for each, but the room and the
+   * flush() epochs go back once for the batch (#giveBack), after every caller was told.
+   */
+  resolveAll (ops: readonly WriteOp[], upsertedIds: Record<number, unknown> | undefined): number {
+    const room = emptyRoom()
+    let n = 0
+    try {
+      for (let i = 0; i < ops.length; i++) {
+        const op = ops[i] as WriteOp
+        if (op.state !== SETTLED) n += this.#resolve(op, resultOf(op, i, upsertedIds), room)
+      }
+    } finally {
+      // also when reading a result broke half-way: the writes settled so far give theirs back
+      this.#giveBack(room)
+    }
+    return n
+  }
+
+  #resolve (op: WriteOp, value: WriteResult, room: Room): number {
     if (op.state === SETTLED) return 0
     // callers first, bookkeeping after: a flush() waiting on these writes then resumes
     // after their own continuations
     op.resolve(value)
-    this.#release(op, true)
+    this.#release(op, true, false, room)
     let n = 1
     if (op.coalesced !== null) {
       // only the first of a coalesced sequence could have upserted
       for (const c of op.coalesced) {
         if (c.state === SETTLED) continue
         c.resolve(EMPTY)
-        this.#release(c, true)
+        this.#release(c, true, false, room)
         n++
       }
     }
@@ -77,42 +111,28 @@ export class Settler {
     return n
   }
 
-  /**
-   * Resolves the writes of an acknowledged batch, each with its result (`upsertedIds`: the
-   * server's, by index) and the writes coalesced into it with `{}`; returns how many settled.
-   * As `resolve` for each, but what is counted per write goes back at once: the room after
-   * every caller was told, and the flush() epochs per run of writes of one epoch, as it ends.
-   */
-  resolveAll (ops: readonly WriteOp[], upsertedIds: Record<number, unknown> | undefined): number {
-    const room: Room = { writes: 0, bytes: 0, epoch: 0, run: 0 }
-    let n = 0
+  /** Rejects `op` and the writes coalesced into it with `err`; returns how many settled. */
+  reject (op: WriteOp, err: Error): number {
+    const room = emptyRoom()
     try {
-      for (let i = 0; i < ops.length; i++) {
-        const op = ops[i] as WriteOp
-        if (op.state === SETTLED) continue
-        op.resolve(resultOf(op, i, upsertedIds))
-        this.#releaseAcknowledged(op, room)
-        n++
-        if (op.coalesced === null) continue
-        // only the first of a coalesced sequence could have upserted
-        for (const c of op.coalesced) {
-          if (c.state === SETTLED) continue
-          c.resolve(EMPTY)
-          this.#releaseAcknowledged(c, room)
-          n++
-        }
-      }
+      let n = this.#rejectOne(op, err, room)
+      if (op.coalesced !== null) for (const c of op.coalesced) n += this.#rejectOne(c, err, room)
+      return n
     } finally {
-      // also when reading a result broke half-way: the writes settled so far give theirs back
-      this.acknowledged += n
-      if (room.run > 0) this.flushes.settle(room.epoch, room.run)
-      if (room.writes > 0) this.admission.leftAll(room.writes, room.bytes)
+      this.#giveBack(room)
     }
-    return n
   }
 
-  /** #release for an acknowledged write of a batch, but its room and flush epoch are summed in `room`. */
-  #releaseAcknowledged (op: WriteOp, room: Room): void {
+  #rejectOne (op: WriteOp, err: Error, room: Room): number {
+    if (op.state === SETTLED) return 0
+    op.reject(err)
+    this.#release(op, false, (err as { outcome?: unknown }).outcome === 'unknown', room)
+    this.failed++
+    return 1
+  }
+
+  /** What `op` held is released; its room and flush epoch are summed in `room`, for #giveBack. */
+  #release (op: WriteOp, ok: boolean, unknown: boolean, room: Room): void {
     const was = op.settle()
     op.unlisten()
     if (op.epoch !== room.epoch) {
@@ -121,38 +141,19 @@ export class Settler {
       room.run = 0
     }
     room.run++
-    if (was === CREATED) return // as in #release (none is, in a batch sent)
+    if (was === CREATED) return // refused at the door: never counted, never seen by the cache
     if (was === WAITING) {
       this.admission.leftWaiting()
     } else {
       room.writes++
       room.bytes += op.bytes
     }
-    this.cache?.settleWrite(op.queue.name, op, true, false)
-  }
-
-  /** Rejects `op` and the writes coalesced into it with `err`; returns how many settled. */
-  reject (op: WriteOp, err: Error): number {
-    let n = this.#rejectOne(op, err)
-    if (op.coalesced !== null) for (const c of op.coalesced) n += this.#rejectOne(c, err)
-    return n
-  }
-
-  #rejectOne (op: WriteOp, err: Error): number {
-    if (op.state === SETTLED) return 0
-    op.reject(err)
-    this.#release(op, false, (err as { outcome?: unknown }).outcome === 'unknown')
-    this.failed++
-    return 1
-  }
-
-  #release (op: WriteOp, ok: boolean, unknown = false): void {
-    const was = op.settle()
-    op.unlisten()
-    this.flushes.settle(op.epoch)
-    if (was === CREATED) return // refused at the door: never counted, never seen by the cache
     this.cache?.settleWrite(op.queue.name, op, ok, unknown)
-    if (was === WAITING) this.admission.leftWaiting()
-    else this.admission.left(op)
+  }
+
+  /** The room and the flush epochs summed in `room` go back: to Admission (its waiters), to the FlushTracker. */
+  #giveBack (room: Room): void {
+    if (room.run > 0) this.flushes.settle(room.epoch, room.run)
+    if (room.writes > 0) this.admission.left(room.writes, room.bytes)
   }
 }
