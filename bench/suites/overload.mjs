@@ -134,7 +134,8 @@ function limitSampler (wb) {
     stop () {
       clearInterval(timer)
       const mean = limits.length === 0 ? null : round(limits.reduce((a, b) => a + b, 0) / limits.length, 1)
-      const pace = paces.length === 0 ? null : { p10: paces.toSorted((a, b) => a - b)[Math.floor(paces.length / 10)], p50: paces.toSorted((a, b) => a - b)[Math.floor(paces.length / 2)], samples: paces.length }
+      paces.sort((a, b) => a - b)
+      const pace = paces.length === 0 ? null : { p10: paces[Math.floor(paces.length / 10)], p50: paces[Math.floor(paces.length / 2)], samples: paces.length }
       return { meanLimit: mean, lastLimit: limits.at(-1) ?? null, maxInFlight, pace }
     },
   }
